@@ -1,0 +1,333 @@
+"""How is ``tools.loopDetection`` read, validated, repaired and overlaid? (SPEC §1)"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import json5
+
+__all__ = [
+    "ConfigError",
+    "DetectorSwitches",
+    "LoopDetectionConfig",
+    "PostCompactionGuardConfig",
+    "load_config",
+    "resolve_config",
+]
+
+logger = logging.getLogger("loopcore")
+
+GLOBAL_PATH = "tools.loopDetection"
+
+
+class ConfigError(ValueError):
+    """A loop-detection setting is malformed; the message names its dotted path."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    return type(value).__name__
+
+
+def _positive_int(path: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: expected a positive integer, got {_describe(value)}")
+    return value
+
+
+def _boolean(path: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: expected true or false, got {_describe(value)}")
+    return value
+
+
+def _canonical_keys(block: object, path: str, known: tuple[str, ...]) -> dict[str, Any]:
+    """``block`` with its keys mapped to their camelCase spelling; unknown keys rejected."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{path}: expected a mapping, got {_describe(block)}")
+    by_spelling = {name: name for name in known}
+    by_spelling.update({_snake(name): name for name in known})
+    out: dict[str, Any] = {}
+    for key, value in block.items():
+        name = by_spelling.get(key) if isinstance(key, str) else None
+        if name is None:
+            hint = difflib.get_close_matches(str(key), list(by_spelling), n=1, cutoff=0.5)
+            suggestion = f"; did you mean {by_spelling[hint[0]]!r}?" if hint else ""
+            known_list = ", ".join(known)
+            raise ConfigError(f"{path}.{key}: unknown key{suggestion} (known keys: {known_list})")
+        if name in out:
+            raise ConfigError(f"{path}.{name}: given twice (as {name!r} and {_snake(name)!r})")
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorSwitches:
+    """Which pattern detectors run (``tools.loopDetection.detectors``)."""
+
+    generic_repeat: bool = True
+    known_poll_no_progress: bool = True
+    ping_pong: bool = True
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _boolean(f"{GLOBAL_PATH}.detectors.{_camel(f.name)}", getattr(self, f.name))
+
+    @classmethod
+    def from_mapping(
+        cls, block: Mapping[str, Any], path: str = f"{GLOBAL_PATH}.detectors"
+    ) -> DetectorSwitches:
+        values = _canonical_keys(block, path, _DETECTOR_KEYS)
+        for name, value in values.items():
+            _boolean(f"{path}.{name}", value)
+        return cls(**{_snake(name): value for name, value in values.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class PostCompactionGuardConfig:
+    """Settings of the post-compaction guard (``tools.loopDetection.postCompactionGuard``)."""
+
+    window_size: int = 3
+
+    def __post_init__(self) -> None:
+        _positive_int(f"{GLOBAL_PATH}.postCompactionGuard.windowSize", self.window_size)
+
+    @classmethod
+    def from_mapping(
+        cls, block: Mapping[str, Any], path: str = f"{GLOBAL_PATH}.postCompactionGuard"
+    ) -> PostCompactionGuardConfig:
+        values = _canonical_keys(block, path, _GUARD_KEYS)
+        if "windowSize" in values:
+            _positive_int(f"{path}.windowSize", values["windowSize"])
+        return cls(**{_snake(name): value for name, value in values.items()})
+
+
+_DETECTOR_KEYS = tuple(_camel(f.name) for f in dataclasses.fields(DetectorSwitches))
+_GUARD_KEYS = tuple(_camel(f.name) for f in dataclasses.fields(PostCompactionGuardConfig))
+_THRESHOLDS = (
+    "history_size",
+    "warning_threshold",
+    "critical_threshold",
+    "unknown_tool_threshold",
+    "global_circuit_breaker_threshold",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopDetectionConfig:
+    """The loop-detection settings, validated and with threshold ordering repaired."""
+
+    enabled: bool | None = None
+    history_size: int = 30
+    warning_threshold: int = 10
+    critical_threshold: int = 20
+    unknown_tool_threshold: int = 10
+    global_circuit_breaker_threshold: int = 30
+    detectors: DetectorSwitches = field(default_factory=DetectorSwitches)
+    post_compaction_guard: PostCompactionGuardConfig = field(
+        default_factory=PostCompactionGuardConfig
+    )
+
+    def __post_init__(self) -> None:
+        if self.enabled is not None:
+            _boolean(f"{GLOBAL_PATH}.enabled", self.enabled)
+        for name in _THRESHOLDS:
+            _positive_int(f"{GLOBAL_PATH}.{_camel(name)}", getattr(self, name))
+        if not isinstance(self.detectors, DetectorSwitches):
+            if not isinstance(self.detectors, Mapping):
+                raise ConfigError(
+                    f"{GLOBAL_PATH}.detectors: expected a mapping, got {_describe(self.detectors)}"
+                )
+            object.__setattr__(self, "detectors", DetectorSwitches.from_mapping(self.detectors))
+        guard = self.post_compaction_guard
+        if not isinstance(guard, PostCompactionGuardConfig):
+            if not isinstance(guard, Mapping):
+                raise ConfigError(
+                    f"{GLOBAL_PATH}.postCompactionGuard: expected a mapping, got {_describe(guard)}"
+                )
+            object.__setattr__(
+                self, "post_compaction_guard", PostCompactionGuardConfig.from_mapping(guard)
+            )
+        self._repair_ordering()
+        self._warn_unreachable()
+
+    def _repair_ordering(self) -> None:
+        if self.critical_threshold <= self.warning_threshold:
+            repaired = self.warning_threshold + 1
+            logger.warning(
+                "%s.criticalThreshold (%d) must exceed warningThreshold (%d); using %d",
+                GLOBAL_PATH,
+                self.critical_threshold,
+                self.warning_threshold,
+                repaired,
+            )
+            object.__setattr__(self, "critical_threshold", repaired)
+        if self.global_circuit_breaker_threshold <= self.critical_threshold:
+            repaired = self.critical_threshold + 1
+            logger.warning(
+                "%s.globalCircuitBreakerThreshold (%d) must exceed criticalThreshold (%d); "
+                "using %d",
+                GLOBAL_PATH,
+                self.global_circuit_breaker_threshold,
+                self.critical_threshold,
+                repaired,
+            )
+            object.__setattr__(self, "global_circuit_breaker_threshold", repaired)
+
+    def _warn_unreachable(self) -> None:
+        for name in ("warning_threshold", "critical_threshold", "global_circuit_breaker_threshold"):
+            value = getattr(self, name)
+            if value > self.history_size:
+                logger.warning(
+                    "%s.%s (%d) exceeds historySize (%d): that detector can never fire",
+                    GLOBAL_PATH,
+                    _camel(name),
+                    value,
+                    self.history_size,
+                )
+
+    @classmethod
+    def from_mapping(
+        cls, block: Mapping[str, Any] | None, path: str = GLOBAL_PATH
+    ) -> LoopDetectionConfig:
+        """Build from a ``tools.loopDetection`` block (camelCase keys; snake_case accepted)."""
+        if block is None:
+            return cls()
+        values = _validated(block, path)
+        kwargs: dict[str, Any] = {}
+        for name, value in values.items():
+            if name == "detectors":
+                value = DetectorSwitches.from_mapping(value, f"{path}.detectors")
+            elif name == "postCompactionGuard":
+                value = PostCompactionGuardConfig.from_mapping(value, f"{path}.postCompactionGuard")
+            kwargs[_snake(name)] = value
+        return cls(**kwargs)
+
+
+_TOP_KEYS = ("enabled", *(_camel(name) for name in _THRESHOLDS), "detectors", "postCompactionGuard")
+_NESTED = {"detectors": _DETECTOR_KEYS, "postCompactionGuard": _GUARD_KEYS}
+
+
+def _validated(block: object, path: str) -> dict[str, Any]:
+    """A block's values under camelCase keys, every value type-checked, nesting kept."""
+    values = _canonical_keys(block, path, _TOP_KEYS)
+    for name, value in values.items():
+        sub = f"{path}.{name}"
+        if name == "enabled":
+            if value is not None:
+                _boolean(sub, value)
+        elif name in _NESTED:
+            values[name] = _canonical_keys(value, sub, _NESTED[name])
+            for inner, inner_value in values[name].items():
+                if name == "detectors":
+                    _boolean(f"{sub}.{inner}", inner_value)
+                else:
+                    _positive_int(f"{sub}.{inner}", inner_value)
+        else:
+            _positive_int(sub, value)
+    return values
+
+
+def resolve_config(
+    global_block: Mapping[str, Any] | None = None,
+    agent_block: Mapping[str, Any] | None = None,
+    *,
+    _agent_path: str = "agents.list[].tools.loopDetection",
+) -> LoopDetectionConfig:
+    """Overlay a per-agent ``tools.loopDetection`` block on the global one, field by field."""
+    merged = _validated(global_block, GLOBAL_PATH) if global_block is not None else {}
+    if agent_block is not None:
+        for name, value in _validated(agent_block, _agent_path).items():
+            if name in _NESTED and isinstance(merged.get(name), dict):
+                merged[name] = {**merged[name], **value}
+            else:
+                merged[name] = value
+    return LoopDetectionConfig.from_mapping(merged)
+
+
+def _read(source: str | os.PathLike[str]) -> object:
+    path = os.fspath(source)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot read config file: {reason}") from None
+    try:
+        return json5.loads(text)
+    except ValueError as exc:
+        # json5 reports "<string>:LINE ..."; name the file instead.
+        detail = re.sub(r"^<string>:(\d+)\s*", "", str(exc))
+        match = re.match(r"^<string>:(\d+)", str(exc))
+        where = f"{path}:{match.group(1)}" if match else path
+        raise ConfigError(f"{where}: invalid JSON5: {detail}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid JSON5: nested too deeply") from None
+
+
+def _child(node: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
+    value = node.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}: expected a mapping, got {_describe(value)}")
+    return value
+
+
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, Any], agent_id: str | None = None
+) -> LoopDetectionConfig:
+    """The resolved loop-detection config of a gateway config file (JSON5) or parsed mapping."""
+    if isinstance(source, Mapping):
+        root: object = source
+        origin = "config"
+    elif isinstance(source, (str, os.PathLike)):
+        root = _read(source)
+        origin = os.fspath(source)
+    else:
+        raise TypeError(f"source: expected a path or a mapping, got {type(source).__name__}")
+    if not isinstance(root, Mapping):
+        raise ConfigError(f"{origin}: expected a mapping at the top level, got {_describe(root)}")
+    tools = _child(root, "tools", "tools")
+    global_block = _child(tools, "loopDetection", GLOBAL_PATH) if tools else None
+    if agent_id is None:
+        return resolve_config(global_block)
+
+    agents = _child(root, "agents", "agents")
+    entries = agents.get("list") if agents else None
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise ConfigError(f"agents.list: expected a list, got {_describe(entries)}")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"agents.list[{index}]: expected a mapping, got {_describe(entry)}")
+        if entry.get("id") != agent_id:
+            continue
+        agent_tools = _child(entry, "tools", f"agents.list[{index}].tools")
+        path = f"agents.list[{index}].tools.loopDetection"
+        agent_block = _child(agent_tools, "loopDetection", path) if agent_tools else None
+        return resolve_config(global_block, agent_block, _agent_path=path)
+    logger.warning(
+        "loop detection: no agent with id %r in agents.list; using the global settings", agent_id
+    )
+    return resolve_config(global_block)

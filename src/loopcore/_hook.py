@@ -1,0 +1,354 @@
+"""What does a gateway call around every tool execution? (SPEC §5)"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, overload
+
+from ._config import LoopDetectionConfig
+from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict, _check_call_id
+from ._guard import DETECTOR as COMPACTION_DETECTOR
+from ._guard import CompactionLoopPersisted, PostCompactionGuard
+from ._outcome import UNSET, Normalizer, check_tool_name, hash_call
+from ._scopes import ScopeKey, ScopeTable, scope_key
+
+__all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
+
+logger = logging.getLogger("loopcore")
+
+#: Warning keys remembered per scope for de-duplication (SPEC §5).
+MAX_WARNING_KEYS = 256
+
+F = TypeVar("F", bound=Callable[..., Any])
+EventKind = Literal["warning", "block", "guard_armed", "compaction_abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What ``before_call`` decided: run the call (maybe with a warning) or block it."""
+
+    blocked: bool
+    reason: str | None
+    verdict: Verdict
+    warning: Verdict | None = None
+
+
+_ALLOWED = Decision(False, None, NOT_STUCK, None)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopEvent:
+    """What ``on_event`` receives. Never carries arguments or results."""
+
+    kind: EventKind
+    session: Hashable
+    run_id: str | None
+    tool_name: str
+    detector: str | None
+    level: str | None
+    count: int
+    message: str | None
+    paired_tool_name: str | None = None
+
+
+class ToolLoopBlocked(Exception):
+    """Raised by a wrapped tool instead of running a call the detector blocked."""
+
+    def __init__(self, verdict: Verdict, reason: str | None = None) -> None:
+        self.verdict = verdict
+        self.reason = reason if reason is not None else verdict.message
+        super().__init__(self.reason)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.verdict, self.reason))
+
+
+class _ScopeState:
+    """Per-scope hook state: warnings already shown, and the post-compaction guard."""
+
+    __slots__ = ("guard", "warned")
+
+    def __init__(self) -> None:
+        self.warned: OrderedDict[str, int] = OrderedDict()
+        self.guard: PostCompactionGuard | None = None
+
+
+class ToolLoopGuard:
+    """The gateway hook: check, warn or block, record, and guard after compaction."""
+
+    def __init__(
+        self,
+        config: LoopDetectionConfig | Mapping[str, Any] | None = None,
+        *,
+        normalizers: Mapping[str, Normalizer] | None = None,
+        send_tools: Collection[str] = (),
+        on_event: Callable[[LoopEvent], object] | None = None,
+        max_scopes: int = 100_000,
+    ) -> None:
+        if on_event is not None and not callable(on_event):
+            raise TypeError(f"on_event: expected a callable or None, got {type(on_event).__name__}")
+        self._detector = LoopDetector(
+            config, normalizers=normalizers, send_tools=send_tools, max_scopes=max_scopes
+        )
+        self._on_event = on_event
+        self._states: ScopeTable[_ScopeState] = ScopeTable(max_scopes)
+        self._lock = threading.Lock()
+        self._scope: ContextVar[ScopeKey] = ContextVar(
+            f"loopcore.scope.{id(self):x}", default=(None, None)
+        )
+
+    @property
+    def detector(self) -> LoopDetector:
+        return self._detector
+
+    @property
+    def config(self) -> LoopDetectionConfig:
+        return self._detector.config
+
+    def __repr__(self) -> str:
+        return f"ToolLoopGuard({self._detector!r})"
+
+    # -- the two calls around a tool execution --------------------------------------------
+
+    def before_call(
+        self,
+        tool_name: str,
+        args: Any,
+        *,
+        tool_call_id: str | None = None,
+        session: Hashable = None,
+        run_id: str | None = None,
+    ) -> Decision:
+        """Check a call about to run; record it unless it is blocked."""
+        key = scope_key(session, run_id)
+        tool_call_id = _check_call_id(tool_call_id)
+        detector = self._detector
+        args_hash = hash_call(tool_name, args)
+        decision = _ALLOWED
+        if detector.enabled:
+            verdict = detector._check(key, tool_name, args, args_hash)
+            if verdict.level == "critical":
+                self._report("block", key, tool_name, verdict)
+                return Decision(True, verdict.message, verdict, None)
+            if verdict.stuck:
+                warning = verdict if self._first_warning(key, verdict) else None
+                if warning is not None:
+                    self._report("warning", key, tool_name, verdict)
+                decision = Decision(False, None, verdict, warning)
+        detector._record_call(key, tool_name, args_hash, tool_call_id)
+        return decision
+
+    def after_call(
+        self,
+        tool_name: str,
+        args: Any,
+        *,
+        result: Any = UNSET,
+        error: Any = UNSET,
+        tool_call_id: str | None = None,
+        session: Hashable = None,
+        run_id: str | None = None,
+    ) -> CallRecord | None:
+        """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
+        key = scope_key(session, run_id)
+        tool_call_id = _check_call_id(tool_call_id)
+        args_hash = hash_call(tool_name, args)
+        result_hash, record = self._detector._record_outcome(
+            key, tool_name, args, args_hash, result, error, tool_call_id
+        )
+        with self._lock:
+            state = self._states.get(key)
+            guard = state.guard if state is not None else None
+            if guard is None or not guard.armed:
+                return record
+            verdict = guard.observe(tool_name, args_hash, result_hash)
+        if verdict.should_abort:
+            message = verdict.message
+            self._emit(
+                LoopEvent(
+                    "compaction_abort",
+                    key[0],
+                    key[1],
+                    tool_name,
+                    COMPACTION_DETECTOR,
+                    "critical",
+                    verdict.count,
+                    message,
+                )
+            )
+            raise CompactionLoopPersisted(tool_name, verdict.count, message)
+        return record
+
+    def arm_post_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
+        """Arm the scope's post-compaction guard; call when retrying after a compaction."""
+        key = scope_key(session, run_id)
+        config = self._detector.config
+        if config.enabled is False:
+            return
+        window = config.post_compaction_guard.window_size
+        with self._lock:
+            state = self._state(key)
+            if state.guard is None:
+                state.guard = PostCompactionGuard(window)
+            state.guard.arm()
+        self._emit(
+            LoopEvent(
+                "guard_armed",
+                key[0],
+                key[1],
+                "",
+                None,
+                None,
+                window,
+                f"post-compaction guard armed for {window} attempts",
+            )
+        )
+
+    def end_run(self, *, session: Hashable = None, run_id: str | None = None) -> None:
+        """Forget one scope: its history, shown warnings and guard."""
+        key = scope_key(session, run_id)
+        self._detector.end_run(session=key[0], run_id=key[1])
+        with self._lock:
+            self._states.pop(key)
+
+    def end_session(self, session: Hashable) -> None:
+        """Forget every run of ``session``."""
+        self._detector.end_session(session)
+        with self._lock:
+            self._states.pop_session(session)
+
+    # -- wrapping tool functions -----------------------------------------------------------
+
+    @contextmanager
+    def scope(self, *, session: Hashable = None, run_id: str | None = None) -> Iterator[None]:
+        """Set the scope of wrapped tool calls in this context (safe across asyncio tasks)."""
+        token = self._scope.set(scope_key(session, run_id))
+        try:
+            yield
+        finally:
+            self._scope.reset(token)
+
+    @overload
+    def wrap(self, fn: F, *, name: str | None = None) -> F: ...
+
+    @overload
+    def wrap(self, fn: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def wrap(self, fn: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+        """Guard a sync or async tool function; blocked calls raise ToolLoopBlocked."""
+        if fn is None:
+            return lambda f: self.wrap(f, name=name)
+        if not callable(fn):
+            raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+        tool_name = check_tool_name(name if name is not None else getattr(fn, "__name__", None))
+        signature = inspect.signature(fn)
+
+        def bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            return dict(arguments.arguments)
+
+        def start(call_args: dict[str, Any]) -> ScopeKey:
+            key = self._scope.get()
+            decision = self.before_call(tool_name, call_args, session=key[0], run_id=key[1])
+            if decision.blocked:
+                raise ToolLoopBlocked(decision.verdict, decision.reason)
+            return key
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                call_args = bound(args, kwargs)
+                session, run_id = start(call_args)
+                try:
+                    result = await fn(*args, **kwargs)
+                except Exception as exc:
+                    self.after_call(tool_name, call_args, error=exc, session=session, run_id=run_id)
+                    raise
+                self.after_call(tool_name, call_args, result=result, session=session, run_id=run_id)
+                return result
+
+            return guarded_async  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            call_args = bound(args, kwargs)
+            session, run_id = start(call_args)
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                self.after_call(tool_name, call_args, error=exc, session=session, run_id=run_id)
+                raise
+            self.after_call(tool_name, call_args, result=result, session=session, run_id=run_id)
+            return result
+
+        return guarded  # type: ignore[return-value,unused-ignore]
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _state(self, key: ScopeKey) -> _ScopeState:
+        """The scope's hook state, created on first use (caller holds the lock)."""
+        state = self._states.get(key)
+        if state is None:
+            state = _ScopeState()
+            self._states.put(key, state)
+        return state
+
+    def _first_warning(self, key: ScopeKey, verdict: Verdict) -> bool:
+        """Is this the first time the warning's key reaches a new multiple of the threshold?"""
+        multiple = verdict.count // self._detector.config.warning_threshold
+        warning_key = verdict.warning_key or ""
+        with self._lock:
+            warned = self._state(key).warned
+            shown = warned.get(warning_key, 0)
+            if warning_key in warned:
+                warned.move_to_end(warning_key)
+            if multiple <= shown:
+                return False
+            warned[warning_key] = multiple
+            if len(warned) > MAX_WARNING_KEYS:
+                warned.popitem(last=False)
+        return True
+
+    def _report(self, kind: EventKind, key: ScopeKey, tool_name: str, verdict: Verdict) -> None:
+        # Only names and numbers are logged: arguments and results may hold secrets.
+        log = logger.error if kind == "block" else logger.warning
+        log(
+            "tool loop %s: tool=%s detector=%s count=%d session=%s run_id=%s",
+            "blocked" if kind == "block" else "warning",
+            tool_name,
+            verdict.detector,
+            verdict.count,
+            key[0],
+            key[1],
+        )
+        self._emit(
+            LoopEvent(
+                kind,
+                key[0],
+                key[1],
+                tool_name,
+                verdict.detector,
+                verdict.level,
+                verdict.count,
+                verdict.message,
+                verdict.paired_tool_name,
+            )
+        )
+
+    def _emit(self, event: LoopEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:
+            logger.exception("on_event callback raised while handling a %s event", event.kind)

@@ -1,0 +1,91 @@
+"""What is a scope, and how are per-scope tables kept bounded? (SPEC §3, §5)"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["ScopeKey", "ScopeTable", "scope_key"]
+
+ScopeKey = tuple[Hashable, "str | None"]
+V = TypeVar("V")
+
+
+def scope_key(session: Hashable, run_id: str | None) -> ScopeKey:
+    """The ``(session, run_id)`` key; the run id is stripped and "" becomes None."""
+    if run_id is not None:
+        if not isinstance(run_id, str):
+            raise TypeError(f"run_id: expected a str or None, got {type(run_id).__name__}")
+        run_id = run_id.strip() or None
+    try:
+        hash(session)
+    except TypeError:
+        raise TypeError(
+            f"session: expected a hashable value, got {type(session).__name__}"
+        ) from None
+    return (session, run_id)
+
+
+class ScopeTable(Generic[V]):
+    """A mapping from scope key to per-scope state, least recently used first, capped.
+
+    Keeps an index from session to its keys so that ending a session does not
+    walk every live scope.
+    """
+
+    __slots__ = ("_by_session", "_entries", "max_scopes")
+
+    def __init__(self, max_scopes: int) -> None:
+        if isinstance(max_scopes, bool) or not isinstance(max_scopes, int) or max_scopes < 1:
+            raise ValueError(f"max_scopes: expected a positive integer, got {max_scopes!r}")
+        self.max_scopes = max_scopes
+        self._entries: OrderedDict[ScopeKey, V] = OrderedDict()
+        self._by_session: dict[Hashable, set[ScopeKey]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __iter__(self) -> Iterator[ScopeKey]:
+        return iter(self._entries)
+
+    def get(self, key: ScopeKey) -> V | None:
+        """The entry for ``key`` (marked as most recently used), or None."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: ScopeKey, entry: V) -> list[ScopeKey]:
+        """Insert a new entry; returns the keys evicted to stay within ``max_scopes``."""
+        evicted: list[ScopeKey] = []
+        while len(self._entries) >= self.max_scopes:
+            old, _ = self._entries.popitem(last=False)
+            self._unindex(old)
+            evicted.append(old)
+        self._entries[key] = entry
+        self._by_session.setdefault(key[0], set()).add(key)
+        return evicted
+
+    def pop(self, key: ScopeKey) -> V | None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._unindex(key)
+        return entry
+
+    def pop_session(self, session: Hashable) -> int:
+        """Drop every scope of ``session``; returns how many were dropped."""
+        keys = self._by_session.pop(session, ())
+        for key in keys:
+            del self._entries[key]
+        return len(keys)
+
+    def _unindex(self, key: ScopeKey) -> None:
+        keys = self._by_session.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_session[key[0]]
