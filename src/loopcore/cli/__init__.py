@@ -1,0 +1,31 @@
+"""The ``loopcore`` command line: ``loopcore demo``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loopcore", description="Tool-loop detection for LLM agent gateways."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo = commands.add_parser(
+        "demo", help="simulate a looping agent and show warnings, blocks and a compaction abort"
+    )
+    demo.add_argument(
+        "--no-color", action="store_true", help="plain output (also when stdout is not a terminal)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "demo":
+        from .demo import run
+
+        return run(color=not args.no_color)
+    return 2  # pragma: no cover - argparse rejects unknown commands first

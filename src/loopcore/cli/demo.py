@@ -1,0 +1,96 @@
+"""``loopcore demo``: a simulated agent that gets stuck three ways, and what the guard does."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from .. import IMPLEMENTATION, CompactionLoopPersisted, LoopEvent, ToolLoopGuard
+
+
+class _Printer:
+    def __init__(self, color: bool) -> None:
+        self.color = color and sys.stdout.isatty()
+
+    def __call__(self, text: str, tint: str = "") -> None:
+        codes = {"warn": "33", "block": "31;1", "ok": "32", "head": "1"}
+        if self.color and tint in codes:
+            text = f"\033[{codes[tint]}m{text}\033[0m"
+        print(text)
+
+
+def _poll_result() -> dict[str, Any]:
+    # The process never changes; only the volatile pid/duration fields would, and they are ignored.
+    return {
+        "content": [{"type": "text", "text": "still building..."}],
+        "details": {"status": "running", "aggregated": "step 3/7", "exitCode": None},
+    }
+
+
+def run(color: bool = True) -> int:
+    out = _Printer(color)
+    # Show the library's own log lines in order with the story (they never hold args or results).
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("   [log %(levelname)s] %(message)s"))
+    library_logger = logging.getLogger("loopcore")
+    previous_level = library_logger.level
+    library_logger.addHandler(handler)
+    library_logger.setLevel(logging.INFO)
+    try:
+        return _story(out)
+    finally:
+        library_logger.removeHandler(handler)
+        library_logger.setLevel(previous_level)
+
+
+def _story(out: _Printer) -> int:
+    events: list[LoopEvent] = []
+    guard = ToolLoopGuard({"enabled": True}, on_event=events.append)
+    out(f"loopcore demo (core: {IMPLEMENTATION}; defaults: warning 10, critical 20)", "head")
+
+    out("\n1. The agent polls a build process that never finishes", "head")
+    poll = {"action": "poll", "sessionId": "build-7"}
+    for attempt in range(1, 31):
+        decision = guard.before_call("process", poll, run_id="run-1")
+        if decision.blocked:
+            out(f"   call {attempt:2}: BLOCKED  {decision.reason}", "block")
+            break
+        if decision.warning is not None:
+            out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
+        guard.after_call("process", poll, result=_poll_result(), run_id="run-1")
+    else:  # pragma: no cover - the guard always blocks by call 21
+        out("   never blocked (unexpected)")
+
+    out("\n2. The agent bounces between two calls that change nothing", "head")
+    calls = [("read", {"path": "config.yaml"}), ("exec", {"command": "make test"})]
+    exec_result = {
+        "content": [{"type": "text", "text": "1 failed"}],
+        "details": {"status": "failed", "exitCode": 1, "aggregated": "1 failed", "pid": 0},
+    }
+    for attempt in range(1, 31):
+        tool, args = calls[attempt % 2]
+        decision = guard.before_call(tool, args, run_id="run-2")
+        if decision.blocked:
+            out(f"   call {attempt:2}: BLOCKED  {decision.reason}", "block")
+            break
+        if decision.warning is not None:
+            out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
+        result = exec_result if tool == "exec" else "retries: 3"
+        guard.after_call(tool, args, result=result, run_id="run-2")
+
+    out("\n3. After a context compaction the agent repeats the call that overflowed", "head")
+    guard.arm_post_compaction(run_id="run-3")
+    search = {"query": "TODO", "path": "."}
+    try:
+        for attempt in range(1, 5):
+            guard.before_call("grep", search, run_id="run-3")
+            guard.after_call("grep", search, result="src/app.py:12: TODO", run_id="run-3")
+            out(f"   attempt {attempt}: grep returned the same lines")
+    except CompactionLoopPersisted as exc:
+        out(f"   run aborted: {exc}", "block")
+
+    kinds = [event.kind for event in events]
+    summary = ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))
+    out(f"\nEvents a host would receive through on_event: {summary}", "ok")
+    return 0
