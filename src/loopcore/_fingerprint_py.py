@@ -85,9 +85,14 @@ def _binary(data: bytes) -> bytes:
 
 
 def _qualname(cls: type) -> str:
-    module = getattr(cls, "__module__", None)
-    qualname = getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "?")
-    return f"{module}.{qualname}" if isinstance(module, str) else str(qualname)
+    try:
+        module = getattr(cls, "__module__", None)
+        qualname = getattr(cls, "__qualname__", None)
+    except Exception:  # a metaclass can make even these raise
+        return "?"
+    if not isinstance(qualname, str):
+        qualname = "?"
+    return f"{module}.{qualname}" if isinstance(module, str) else qualname
 
 
 def _exception(exc: BaseException) -> bytes:

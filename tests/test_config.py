@@ -1,0 +1,945 @@
+"""SPEC §1: the ``tools.loopDetection`` block, its validation, repair, overlay and loading."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopcore import (
+    ConfigError,
+    DetectorSwitches,
+    LoopDetectionConfig,
+    LoopDetector,
+    PostCompactionGuardConfig,
+    ToolLoopGuard,
+    load_config,
+    resolve_config,
+)
+
+ROOT = "tools.loopDetection"
+
+# (snake_case attribute, camelCase key as users write it)
+THRESHOLDS = [
+    ("history_size", "historySize"),
+    ("warning_threshold", "warningThreshold"),
+    ("critical_threshold", "criticalThreshold"),
+    ("unknown_tool_threshold", "unknownToolThreshold"),
+    ("global_circuit_breaker_threshold", "globalCircuitBreakerThreshold"),
+]
+SWITCHES = [
+    ("generic_repeat", "genericRepeat"),
+    ("known_poll_no_progress", "knownPollNoProgress"),
+    ("ping_pong", "pingPong"),
+]
+# Values that are not positive integers; bool is excluded on purpose even though it is an int.
+BAD_THRESHOLDS = [0, -3, True, False, 1.5, 10.0, "10", None, [10]]
+BAD_SWITCHES = ["yes", 1, 0, None, "true"]
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name.split(".")[0] == "loopcore" and r.levelno == logging.WARNING
+    ]
+
+
+def _config_error(fn: Any, *args: Any, **kwargs: Any) -> str:
+    with pytest.raises(ConfigError) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+def _assert_names_value(message: str, bad: object) -> None:
+    # Scalars must appear as written; a container may be described by its type instead of
+    # being dumped whole into the message.
+    if bad is None or isinstance(bad, (str, int, float)):
+        assert str(bad) in message or repr(bad) in message, message
+    else:
+        assert type(bad).__name__ in message or repr(bad) in message, message
+
+
+def _write(tmp_path: Path, text: str, name: str = "openclaw.json5") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------
+# Defaults and shape
+
+
+def test_defaults_match_spec_table() -> None:
+    cfg = LoopDetectionConfig()
+    assert cfg.enabled is None
+    assert cfg.history_size == 30
+    assert cfg.warning_threshold == 10
+    assert cfg.critical_threshold == 20
+    assert cfg.unknown_tool_threshold == 10
+    assert cfg.global_circuit_breaker_threshold == 30
+    assert cfg.detectors == DetectorSwitches()
+    assert cfg.detectors.generic_repeat is True
+    assert cfg.detectors.known_poll_no_progress is True
+    assert cfg.detectors.ping_pong is True
+    assert cfg.post_compaction_guard == PostCompactionGuardConfig()
+    assert cfg.post_compaction_guard.window_size == 3
+
+
+def test_dataclass_fields_are_snake_case() -> None:
+    assert {f.name for f in dataclasses.fields(LoopDetectionConfig)} == {
+        "enabled",
+        *(snake for snake, _ in THRESHOLDS),
+        "detectors",
+        "post_compaction_guard",
+    }
+    assert {f.name for f in dataclasses.fields(DetectorSwitches)} == {s for s, _ in SWITCHES}
+    assert {f.name for f in dataclasses.fields(PostCompactionGuardConfig)} == {"window_size"}
+
+
+def test_default_construction_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        LoopDetectionConfig()
+        LoopDetectionConfig.from_mapping({})
+    assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize(
+    "instance",
+    [LoopDetectionConfig(), DetectorSwitches(), PostCompactionGuardConfig()],
+    ids=["LoopDetectionConfig", "DetectorSwitches", "PostCompactionGuardConfig"],
+)
+def test_config_dataclasses_are_frozen(instance: object) -> None:
+    name = dataclasses.fields(instance)[0].name  # type: ignore[arg-type]
+    before = getattr(instance, name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(instance, name, before)
+    assert getattr(instance, name) == before
+
+
+def test_config_error_is_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
+    with pytest.raises(ValueError, match="historySize"):
+        LoopDetectionConfig.from_mapping({"historySize": 0})
+
+
+def test_explicit_values_are_kept() -> None:
+    cfg = LoopDetectionConfig(
+        enabled=True,
+        history_size=50,
+        warning_threshold=4,
+        critical_threshold=9,
+        unknown_tool_threshold=2,
+        global_circuit_breaker_threshold=40,
+        detectors=DetectorSwitches(
+            generic_repeat=False, known_poll_no_progress=True, ping_pong=False
+        ),
+        post_compaction_guard=PostCompactionGuardConfig(window_size=5),
+    )
+    assert cfg.enabled is True
+    assert (cfg.history_size, cfg.warning_threshold, cfg.critical_threshold) == (50, 4, 9)
+    assert (cfg.unknown_tool_threshold, cfg.global_circuit_breaker_threshold) == (2, 40)
+    assert cfg.detectors.generic_repeat is False
+    assert cfg.detectors.known_poll_no_progress is True
+    assert cfg.detectors.ping_pong is False
+    assert cfg.post_compaction_guard.window_size == 5
+
+
+# ---------------------------------------------------------------------------
+# from_mapping
+
+
+FULL_CAMEL: dict[str, Any] = {
+    "enabled": False,
+    "historySize": 60,
+    "warningThreshold": 5,
+    "criticalThreshold": 15,
+    "unknownToolThreshold": 4,
+    "globalCircuitBreakerThreshold": 45,
+    "detectors": {"genericRepeat": False, "knownPollNoProgress": False, "pingPong": True},
+    "postCompactionGuard": {"windowSize": 7},
+}
+FULL_SNAKE: dict[str, Any] = {
+    "enabled": False,
+    "history_size": 60,
+    "warning_threshold": 5,
+    "critical_threshold": 15,
+    "unknown_tool_threshold": 4,
+    "global_circuit_breaker_threshold": 45,
+    "detectors": {"generic_repeat": False, "known_poll_no_progress": False, "ping_pong": True},
+    "post_compaction_guard": {"window_size": 7},
+}
+FULL_EXPECTED = LoopDetectionConfig(
+    enabled=False,
+    history_size=60,
+    warning_threshold=5,
+    critical_threshold=15,
+    unknown_tool_threshold=4,
+    global_circuit_breaker_threshold=45,
+    detectors=DetectorSwitches(generic_repeat=False, known_poll_no_progress=False, ping_pong=True),
+    post_compaction_guard=PostCompactionGuardConfig(window_size=7),
+)
+
+
+@pytest.mark.parametrize("block", [FULL_CAMEL, FULL_SNAKE], ids=["camelCase", "snake_case"])
+def test_from_mapping_reads_every_field(block: dict[str, Any]) -> None:
+    assert LoopDetectionConfig.from_mapping(block) == FULL_EXPECTED
+
+
+def test_from_mapping_empty_block_is_defaults() -> None:
+    assert LoopDetectionConfig.from_mapping({}) == LoopDetectionConfig()
+
+
+def test_from_mapping_partial_nested_blocks_keep_other_defaults() -> None:
+    cfg = LoopDetectionConfig.from_mapping({"detectors": {"pingPong": False}})
+    assert cfg.detectors == DetectorSwitches(ping_pong=False)
+    assert cfg.detectors.generic_repeat is True
+    assert cfg.detectors.known_poll_no_progress is True
+    assert cfg.post_compaction_guard.window_size == 3
+    assert cfg.history_size == 30
+
+
+def test_from_mapping_accepts_any_mapping_type() -> None:
+    class Block(Mapping[str, Any]):
+        def __init__(self, data: dict[str, Any]) -> None:
+            self._data = data
+
+        def __getitem__(self, key: str) -> Any:
+            return self._data[key]
+
+        def __iter__(self) -> Any:
+            return iter(self._data)
+
+        def __len__(self) -> int:
+            return len(self._data)
+
+    cfg = LoopDetectionConfig.from_mapping(Block({"historySize": 44}))
+    assert cfg.history_size == 44
+
+
+def test_from_mapping_rejects_camel_and_snake_of_same_key() -> None:
+    message = _config_error(
+        LoopDetectionConfig.from_mapping, {"historySize": 40, "history_size": 40}
+    )
+    assert "historySize" in message or "history_size" in message
+
+
+@pytest.mark.parametrize("bad", [[1, 2], "historySize: 3", 7, (("historySize", 3),)], ids=repr)
+def test_from_mapping_rejects_non_mapping_block(bad: object) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, bad)
+    assert ROOT in message
+
+
+@pytest.mark.parametrize("enabled", [True, False, None])
+def test_enabled_accepts_bool_and_none(enabled: bool | None) -> None:
+    assert LoopDetectionConfig(enabled=enabled).enabled is enabled
+    assert LoopDetectionConfig.from_mapping({"enabled": enabled}).enabled is enabled
+
+
+# ---------------------------------------------------------------------------
+# Validation
+
+
+@pytest.mark.parametrize(("snake", "camel"), THRESHOLDS, ids=[c for _, c in THRESHOLDS])
+@pytest.mark.parametrize("bad", BAD_THRESHOLDS, ids=repr)
+def test_bad_threshold_in_mapping(snake: str, camel: str, bad: object) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {camel: bad})
+    assert f"{ROOT}.{camel}" in message
+    assert "positive integer" in message
+    _assert_names_value(message, bad)
+
+
+@pytest.mark.parametrize(("snake", "camel"), THRESHOLDS, ids=[c for _, c in THRESHOLDS])
+@pytest.mark.parametrize("bad", BAD_THRESHOLDS, ids=repr)
+def test_bad_threshold_in_direct_construction(snake: str, camel: str, bad: object) -> None:
+    message = _config_error(LoopDetectionConfig, **{snake: bad})
+    assert f"{ROOT}.{camel}" in message
+    assert "positive integer" in message
+    _assert_names_value(message, bad)
+
+
+def test_error_message_matches_spec_example() -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"historySize": -3})
+    assert "tools.loopDetection.historySize" in message
+    assert "positive integer" in message
+    assert "-3" in message
+
+
+@pytest.mark.parametrize("bad", BAD_THRESHOLDS, ids=repr)
+def test_bad_window_size_in_mapping(bad: object) -> None:
+    message = _config_error(
+        LoopDetectionConfig.from_mapping, {"postCompactionGuard": {"windowSize": bad}}
+    )
+    assert f"{ROOT}.postCompactionGuard.windowSize" in message
+    assert "positive integer" in message
+    _assert_names_value(message, bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "3", None], ids=repr)
+def test_bad_window_size_in_direct_construction(bad: object) -> None:
+    message = _config_error(PostCompactionGuardConfig, window_size=bad)
+    assert "windowSize" in message
+    assert "positive integer" in message
+
+
+@pytest.mark.parametrize(("snake", "camel"), SWITCHES, ids=[c for _, c in SWITCHES])
+@pytest.mark.parametrize("bad", BAD_SWITCHES, ids=repr)
+def test_detector_switch_must_be_bool(snake: str, camel: str, bad: object) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"detectors": {camel: bad}})
+    assert f"{ROOT}.detectors.{camel}" in message
+    _assert_names_value(message, bad)
+    message = _config_error(DetectorSwitches, **{snake: bad})
+    assert camel in message
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, 0, "true", 1.0], ids=repr)
+def test_enabled_must_be_bool_or_none(bad: object) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"enabled": bad})
+    assert f"{ROOT}.enabled" in message
+    _assert_names_value(message, bad)
+    message = _config_error(LoopDetectionConfig, enabled=bad)
+    assert "enabled" in message
+
+
+def test_large_thresholds_are_accepted() -> None:
+    cfg = LoopDetectionConfig.from_mapping(
+        {
+            "historySize": 10**6,
+            "warningThreshold": 1,
+            "criticalThreshold": 2,
+            "globalCircuitBreakerThreshold": 3,
+            "unknownToolThreshold": 1,
+        }
+    )
+    assert cfg.history_size == 10**6
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (1, 2)
+    assert cfg.global_circuit_breaker_threshold == 3
+    assert cfg.unknown_tool_threshold == 1
+
+
+@pytest.mark.parametrize(
+    ("block", "typo", "suggestion"),
+    [
+        ({"historySise": 40}, "historySise", "historySize"),
+        ({"warningTreshold": 5}, "warningTreshold", "warningThreshold"),
+        ({"globalCircuitBreaker": 50}, "globalCircuitBreaker", "globalCircuitBreakerThreshold"),
+        ({"detector": {}}, "detector", "detectors"),
+        ({"detectors": {"pingPog": False}}, "pingPog", "pingPong"),
+        ({"detectors": {"genericRepeats": True}}, "genericRepeats", "genericRepeat"),
+        ({"postCompactionGuard": {"windowSise": 2}}, "windowSise", "windowSize"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_unknown_key_suggests_closest(block: dict[str, Any], typo: str, suggestion: str) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, block)
+    assert typo in message
+    assert suggestion in message
+
+
+def test_unknown_nested_key_names_its_block() -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"detectors": {"pingPog": False}})
+    assert "detectors" in message
+    message = _config_error(LoopDetectionConfig.from_mapping, {"postCompactionGuard": {"size": 2}})
+    assert "postCompactionGuard" in message
+
+
+@pytest.mark.parametrize(
+    ("block", "path"),
+    [
+        ({"detectors": "all"}, f"{ROOT}.detectors"),
+        ({"detectors": [True, True, True]}, f"{ROOT}.detectors"),
+        ({"postCompactionGuard": 3}, f"{ROOT}.postCompactionGuard"),
+    ],
+    ids=["detectors-str", "detectors-list", "guard-int"],
+)
+def test_nested_block_of_wrong_type(block: dict[str, Any], path: str) -> None:
+    assert path in _config_error(LoopDetectionConfig.from_mapping, block)
+
+
+# ---------------------------------------------------------------------------
+# Ordering repair
+
+
+def test_critical_not_above_warning_is_repaired(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig(warning_threshold=10, critical_threshold=10)
+    assert cfg.warning_threshold == 10
+    assert cfg.critical_threshold == 11
+    assert cfg.global_circuit_breaker_threshold == 30
+    records = _warnings(caplog)
+    assert len(records) == 1
+    assert "critical" in records[0].getMessage().lower()
+
+
+def test_critical_below_warning_is_repaired_from_mapping(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig.from_mapping({"warningThreshold": 12, "criticalThreshold": 3})
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (12, 13)
+    assert cfg.global_circuit_breaker_threshold == 30
+    assert len(_warnings(caplog)) == 1
+
+
+def test_global_not_above_critical_is_repaired(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig(critical_threshold=20, global_circuit_breaker_threshold=15)
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (10, 20)
+    assert cfg.global_circuit_breaker_threshold == 21
+    records = _warnings(caplog)
+    assert len(records) == 1
+    assert "global" in records[0].getMessage().lower()
+
+
+def test_chained_repair_uses_repaired_critical(caplog: pytest.LogCaptureFixture) -> None:
+    # global (8) is above the configured critical (5) but not above the repaired one (11).
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig(
+            warning_threshold=10, critical_threshold=5, global_circuit_breaker_threshold=8
+        )
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (10, 11)
+    assert cfg.global_circuit_breaker_threshold == 12
+    assert len(_warnings(caplog)) == 2
+
+
+def test_chained_repair_when_global_equals_repaired_critical() -> None:
+    cfg = LoopDetectionConfig(
+        warning_threshold=10, critical_threshold=5, global_circuit_breaker_threshold=11
+    )
+    assert (cfg.critical_threshold, cfg.global_circuit_breaker_threshold) == (11, 12)
+
+
+def test_all_equal_thresholds_are_spread() -> None:
+    cfg = LoopDetectionConfig(
+        warning_threshold=5, critical_threshold=5, global_circuit_breaker_threshold=5
+    )
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (5, 6)
+    assert cfg.global_circuit_breaker_threshold == 7
+
+
+def test_ordered_thresholds_are_untouched(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig(
+            warning_threshold=1, critical_threshold=2, global_circuit_breaker_threshold=3
+        )
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (1, 2)
+    assert cfg.global_circuit_breaker_threshold == 3
+    assert _warnings(caplog) == []
+
+
+def test_repair_is_not_applied_to_unknown_tool_threshold() -> None:
+    # unknownToolThreshold is independent of the no-progress ladder.
+    cfg = LoopDetectionConfig(unknown_tool_threshold=50, history_size=60)
+    assert cfg.unknown_tool_threshold == 50
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (10, 20)
+    assert cfg.global_circuit_breaker_threshold == 30
+
+
+@given(
+    warning=st.integers(min_value=1, max_value=10_000),
+    critical=st.integers(min_value=1, max_value=10_000),
+    breaker=st.integers(min_value=1, max_value=10_000),
+)
+def test_repair_always_orders_thresholds(warning: int, critical: int, breaker: int) -> None:
+    cfg = LoopDetectionConfig(
+        history_size=100_000,
+        warning_threshold=warning,
+        critical_threshold=critical,
+        global_circuit_breaker_threshold=breaker,
+    )
+    assert cfg.warning_threshold < cfg.critical_threshold < cfg.global_circuit_breaker_threshold
+    expected_critical = critical if critical > warning else warning + 1
+    expected_breaker = breaker if breaker > expected_critical else expected_critical + 1
+    assert cfg.warning_threshold == warning
+    assert cfg.critical_threshold == expected_critical
+    assert cfg.global_circuit_breaker_threshold == expected_breaker
+
+
+# ---------------------------------------------------------------------------
+# Unreachable thresholds
+
+
+def test_threshold_above_history_size_warns_naming_field(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # warning (10) and critical (20) fit in 20 calls; only the breaker (30) cannot.
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig(history_size=20)
+    assert cfg.global_circuit_breaker_threshold == 30
+    records = _warnings(caplog)
+    assert len(records) == 1
+    message = records[0].getMessage()
+    assert "globalCircuitBreakerThreshold" in message
+    assert "warningThreshold" not in message
+
+
+def test_each_unreachable_threshold_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        LoopDetectionConfig.from_mapping({"historySize": 5})
+    messages = [r.getMessage() for r in _warnings(caplog)]
+    assert len(messages) == 3
+    for field in ("warningThreshold", "criticalThreshold", "globalCircuitBreakerThreshold"):
+        assert sum(field in m for m in messages) == 1, (field, messages)
+
+
+def test_threshold_equal_to_history_size_is_reachable(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        LoopDetectionConfig(history_size=30)
+        LoopDetectionConfig(
+            history_size=10,
+            warning_threshold=8,
+            critical_threshold=9,
+            global_circuit_breaker_threshold=10,
+        )
+    assert _warnings(caplog) == []
+
+
+def test_unreachable_check_runs_after_repair(caplog: pytest.LogCaptureFixture) -> None:
+    # The configured critical (5) fits in 10 calls, the repaired one (11) does not.
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig(
+            history_size=10,
+            warning_threshold=10,
+            critical_threshold=5,
+            global_circuit_breaker_threshold=100,
+        )
+    assert cfg.critical_threshold == 11
+    messages = [r.getMessage() for r in _warnings(caplog)]
+    # Repair of critical, then unreachable critical (11 > 10) and unreachable breaker (100 > 10);
+    # warning (10) is reachable, so a third warning can only be the repaired critical's.
+    assert len(messages) == 3, messages
+    assert sum("criticalThreshold" in m for m in messages) >= 1, messages
+    assert any("globalCircuitBreakerThreshold" in m for m in messages)
+
+
+# ---------------------------------------------------------------------------
+# resolve_config overlay
+
+
+def test_resolve_config_without_blocks_is_defaults() -> None:
+    assert resolve_config() == LoopDetectionConfig()
+    assert resolve_config(None, None) == LoopDetectionConfig()
+    assert resolve_config({}, {}) == LoopDetectionConfig()
+
+
+def test_resolve_config_global_only() -> None:
+    assert resolve_config(FULL_CAMEL) == FULL_EXPECTED
+    assert resolve_config(FULL_CAMEL, None) == FULL_EXPECTED
+    assert resolve_config(FULL_CAMEL, {}) == FULL_EXPECTED
+
+
+def test_resolve_config_agent_only_overlays_defaults() -> None:
+    cfg = resolve_config(None, {"enabled": True, "historySize": 45})
+    assert cfg == LoopDetectionConfig(enabled=True, history_size=45)
+
+
+def test_agent_block_setting_one_field_keeps_the_rest() -> None:
+    cfg = resolve_config(FULL_CAMEL, {"warningThreshold": 6})
+    assert cfg == dataclasses.replace(FULL_EXPECTED, warning_threshold=6)
+
+
+def test_agent_block_setting_only_enabled() -> None:
+    cfg = resolve_config(FULL_CAMEL, {"enabled": True})
+    assert cfg.enabled is True
+    assert cfg.history_size == 60
+    assert cfg.detectors == FULL_EXPECTED.detectors
+    assert cfg.post_compaction_guard == FULL_EXPECTED.post_compaction_guard
+
+
+def test_overlay_is_field_by_field_inside_detectors() -> None:
+    cfg = resolve_config(
+        {"detectors": {"pingPong": False, "knownPollNoProgress": False}},
+        {"detectors": {"genericRepeat": False, "knownPollNoProgress": True}},
+    )
+    assert cfg.detectors == DetectorSwitches(
+        generic_repeat=False, known_poll_no_progress=True, ping_pong=False
+    )
+
+
+def test_overlay_is_field_by_field_inside_post_compaction_guard() -> None:
+    kept = resolve_config({"postCompactionGuard": {"windowSize": 5}}, {"historySize": 40})
+    assert kept.post_compaction_guard.window_size == 5
+    assert kept.history_size == 40
+    replaced = resolve_config(
+        {"postCompactionGuard": {"windowSize": 5}}, {"postCompactionGuard": {"windowSize": 2}}
+    )
+    assert replaced.post_compaction_guard.window_size == 2
+
+
+def test_overlay_with_empty_nested_block_changes_nothing() -> None:
+    cfg = resolve_config(FULL_CAMEL, {"detectors": {}, "postCompactionGuard": {}})
+    assert cfg == FULL_EXPECTED
+
+
+def test_overlay_mixes_camel_and_snake_case() -> None:
+    cfg = resolve_config(
+        {"historySize": 40}, {"warning_threshold": 4, "detectors": {"ping_pong": False}}
+    )
+    assert cfg.history_size == 40
+    assert cfg.warning_threshold == 4
+    assert cfg.detectors.ping_pong is False
+
+
+def test_repair_applies_to_the_merged_block() -> None:
+    # Neither block is out of order alone; the overlay is.
+    cfg = resolve_config({"criticalThreshold": 12}, {"warningThreshold": 25})
+    assert cfg.warning_threshold == 25
+    assert cfg.critical_threshold == 26
+    assert cfg.global_circuit_breaker_threshold == 30
+
+
+def test_agent_block_can_undo_a_global_disable() -> None:
+    cfg = resolve_config({"enabled": False}, {"enabled": True})
+    assert cfg.enabled is True
+
+
+def test_resolve_config_validates_both_blocks() -> None:
+    assert "historySize" in _config_error(resolve_config, {"historySize": 0}, {})
+    assert "historySize" in _config_error(resolve_config, {}, {"historySize": "x"})
+    message = _config_error(resolve_config, {}, {"detectors": {"pingPog": True}})
+    assert "pingPong" in message
+
+
+# ---------------------------------------------------------------------------
+# load_config
+
+GATEWAY_JSON5 = """\
+// OpenClaw gateway configuration
+{
+  /* global guardrails */
+  tools: {
+    loopDetection: {
+      enabled: true,
+      historySize: 40,   // keep a longer window
+      warningThreshold: 8,
+      detectors: { pingPong: false, },
+      postCompactionGuard: { windowSize: 4 },
+    },
+  },
+  agents: {
+    list: [
+      { id: 'main' },
+      {
+        id: "researcher",
+        tools: {
+          loopDetection: {
+            criticalThreshold: 12,
+            detectors: { genericRepeat: false },
+          },
+        },
+      },
+      { id: "coder", tools: { loopDetection: { enabled: false, }, }, },
+    ],
+  },
+}
+"""
+
+GLOBAL_EXPECTED = LoopDetectionConfig(
+    enabled=True,
+    history_size=40,
+    warning_threshold=8,
+    detectors=DetectorSwitches(ping_pong=False),
+    post_compaction_guard=PostCompactionGuardConfig(window_size=4),
+)
+
+
+def test_load_config_json5_global_block(tmp_path: Path) -> None:
+    path = _write(tmp_path, GATEWAY_JSON5)
+    assert load_config(path) == GLOBAL_EXPECTED
+    assert load_config(str(path)) == GLOBAL_EXPECTED
+
+
+def test_load_config_picks_agent_override_by_id(tmp_path: Path) -> None:
+    path = _write(tmp_path, GATEWAY_JSON5)
+    cfg = load_config(path, "researcher")
+    assert cfg == dataclasses.replace(
+        GLOBAL_EXPECTED,
+        critical_threshold=12,
+        detectors=DetectorSwitches(generic_repeat=False, ping_pong=False),
+    )
+    coder = load_config(path, agent_id="coder")
+    assert coder == dataclasses.replace(GLOBAL_EXPECTED, enabled=False)
+
+
+def test_agent_without_override_gets_global_block(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _write(tmp_path, GATEWAY_JSON5)
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = load_config(path, "main")
+    assert cfg == GLOBAL_EXPECTED
+    assert _warnings(caplog) == []
+
+
+def test_unknown_agent_id_warns_and_uses_global(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _write(tmp_path, GATEWAY_JSON5)
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = load_config(path, "reseacher")
+    assert cfg == GLOBAL_EXPECTED
+    messages = [r.getMessage() for r in _warnings(caplog)]
+    assert len(messages) == 1, messages
+    assert "reseacher" in messages[0]
+    assert "global" in messages[0].lower() or ROOT in messages[0]
+
+
+def test_unknown_agent_id_without_agents_section(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = load_config({"tools": {"loopDetection": {"historySize": 44}}}, "ghost")
+    assert cfg == LoopDetectionConfig(history_size=44)
+    assert any("ghost" in r.getMessage() for r in _warnings(caplog))
+
+
+def test_no_agent_id_does_not_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        load_config(_write(tmp_path, GATEWAY_JSON5))
+    assert _warnings(caplog) == []
+
+
+def test_load_config_from_parsed_mapping() -> None:
+    source = {
+        "tools": {"loopDetection": {"historySize": 50, "detectors": {"pingPong": False}}},
+        "agents": {
+            "list": [
+                {"id": "a", "tools": {"loopDetection": {"historySize": 70}}},
+                {"id": "b", "tools": {"loopDetection": {"detectors": {"genericRepeat": False}}}},
+            ]
+        },
+    }
+    assert load_config(source) == LoopDetectionConfig(
+        history_size=50, detectors=DetectorSwitches(ping_pong=False)
+    )
+    assert load_config(source, "a") == LoopDetectionConfig(
+        history_size=70, detectors=DetectorSwitches(ping_pong=False)
+    )
+    assert load_config(source, "b") == LoopDetectionConfig(
+        history_size=50, detectors=DetectorSwitches(generic_repeat=False, ping_pong=False)
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [{}, {"tools": {}}, {"agents": {"list": []}}, {"tools": {"exec": {"host": "sandbox"}}}],
+    ids=["empty", "no-loopDetection", "agents-only", "other-tools"],
+)
+def test_missing_block_gives_defaults(source: dict[str, Any]) -> None:
+    assert load_config(source) == LoopDetectionConfig()
+
+
+def test_missing_block_in_file_gives_defaults(tmp_path: Path) -> None:
+    assert load_config(_write(tmp_path, "// nothing configured\n{ gateway: { port: 1, }, }\n")) == (
+        LoopDetectionConfig()
+    )
+
+
+def test_agent_override_without_global_block(tmp_path: Path) -> None:
+    text = "{ agents: { list: [ { id: 'x', tools: { loopDetection: { historySize: 9, } } } ] } }"
+    cfg = load_config(_write(tmp_path, text), "x")
+    assert cfg.history_size == 9
+    assert cfg.warning_threshold == 10
+
+
+def test_missing_file_raises_config_error_naming_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope" / "openclaw.json5"
+    message = _config_error(load_config, path)
+    assert str(path) in message or "openclaw.json5" in message
+    message = _config_error(load_config, str(path))
+    assert str(path) in message or "openclaw.json5" in message
+
+
+def test_directory_raises_config_error_naming_it(tmp_path: Path) -> None:
+    directory = tmp_path / "confdir"
+    directory.mkdir()
+    message = _config_error(load_config, directory)
+    assert "confdir" in message
+
+
+def test_json5_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    text = (
+        "// header\n"  # 1
+        "{\n"  # 2
+        "  tools: {\n"  # 3
+        "    loopDetection: {\n"  # 4
+        "      historySize: 40,\n"  # 5
+        "      warningThreshold: 8,\n"  # 6
+        "      // comment\n"  # 7
+        "      criticalThreshold: 12,\n"  # 8
+        "      detectors: { pingPong: @ },\n"  # 9
+        "    },\n"
+        "  },\n"
+        "}\n"
+    )
+    path = _write(tmp_path, text, name="broken.json5")
+    message = _config_error(load_config, path)
+    assert "broken.json5" in message
+    rest = message.replace(str(path), "")
+    assert re.search(r"(?<![\d.])9(?!\d)", rest), message
+
+
+def test_json5_without_trailing_commas_or_comments_also_loads(tmp_path: Path) -> None:
+    path = _write(tmp_path, '{"tools": {"loopDetection": {"historySize": 33}}}', name="c.json")
+    assert load_config(path).history_size == 33
+
+
+@pytest.mark.parametrize(
+    ("source", "path"),
+    [
+        ({"tools": {"loopDetection": [1, 2]}}, "tools.loopDetection"),
+        ({"tools": {"loopDetection": "on"}}, "tools.loopDetection"),
+        ({"tools": ["loopDetection"]}, "tools"),
+        ({"agents": {"list": {"id": "a"}}}, "agents.list"),
+        ({"agents": {"list": "a"}}, "agents.list"),
+        ({"tools": {"loopDetection": {"detectors": "all"}}}, "tools.loopDetection.detectors"),
+        (
+            {"tools": {"loopDetection": {"postCompactionGuard": [3]}}},
+            "tools.loopDetection.postCompactionGuard",
+        ),
+    ],
+    ids=[
+        "loopDetection-list",
+        "loopDetection-str",
+        "tools-list",
+        "agents.list-dict",
+        "agents.list-str",
+        "detectors-str",
+        "guard-list",
+    ],
+)
+def test_wrong_typed_blocks_name_the_path(source: dict[str, Any], path: str) -> None:
+    assert path in _config_error(load_config, source, "a")
+
+
+def test_wrong_typed_block_in_file_names_the_path(tmp_path: Path) -> None:
+    path = _write(tmp_path, "{ tools: { loopDetection: [ 'historySize', 3, ], }, }")
+    assert "tools.loopDetection" in _config_error(load_config, path)
+
+
+def test_root_of_wrong_type_raises_config_error(tmp_path: Path) -> None:
+    _config_error(load_config, _write(tmp_path, "[1, 2, 3]"))
+
+
+def test_bad_value_in_agent_block_names_agent_path() -> None:
+    source = {
+        "tools": {"loopDetection": {}},
+        "agents": {
+            "list": [
+                {"id": "a"},
+                {"id": "b", "tools": {"loopDetection": {"historySize": -3}}},
+            ]
+        },
+    }
+    message = _config_error(load_config, source, "b")
+    assert "agents.list[1].tools.loopDetection.historySize" in message
+    assert "positive integer" in message
+    assert "-3" in message
+
+
+def test_bad_value_in_global_block_of_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "{ tools: { loopDetection: { warningThreshold: 0, }, }, }")
+    message = _config_error(load_config, path)
+    assert "tools.loopDetection.warningThreshold" in message
+    assert "positive integer" in message
+
+
+def test_unknown_key_in_file_suggests_closest(tmp_path: Path) -> None:
+    path = _write(tmp_path, "{ tools: { loopDetection: { historySise: 40 } } }")
+    message = _config_error(load_config, path)
+    assert "historySize" in message
+
+
+def test_load_config_repairs_and_warns_once_for_agent(caplog: pytest.LogCaptureFixture) -> None:
+    source = {
+        "tools": {"loopDetection": {"historySize": 100}},
+        "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"criticalThreshold": 4}}}]},
+    }
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = load_config(source, "a")
+    assert (cfg.warning_threshold, cfg.critical_threshold) == (10, 11)
+    assert cfg.global_circuit_breaker_threshold == 30
+    assert len(_warnings(caplog)) == 1
+
+
+# ---------------------------------------------------------------------------
+# Consumers accept a tools.loopDetection mapping
+
+
+def test_loop_detector_accepts_mapping() -> None:
+    block = {"enabled": True, "historySize": 40, "detectors": {"pingPong": False}}
+    detector = LoopDetector(config=block)
+    assert isinstance(detector.config, LoopDetectionConfig)
+    assert detector.config == LoopDetectionConfig.from_mapping(block)
+    assert detector.config.history_size == 40
+    assert detector.config.detectors.ping_pong is False
+
+
+def test_loop_detector_accepts_config_and_none() -> None:
+    cfg = LoopDetectionConfig(history_size=12)
+    assert LoopDetector(config=cfg).config == cfg
+    assert LoopDetector().config == LoopDetectionConfig()
+    assert LoopDetector(config=None).config == LoopDetectionConfig()
+
+
+@pytest.mark.parametrize(
+    ("block", "fragment"),
+    [
+        ({"historySize": 0}, "historySize"),
+        ({"historySise": 40}, "historySize"),
+        ({"detectors": {"pingPong": "no"}}, "pingPong"),
+        ({"enabled": "yes"}, "enabled"),
+    ],
+    ids=["zero", "typo", "switch", "enabled"],
+)
+def test_loop_detector_rejects_bad_mapping(block: dict[str, Any], fragment: str) -> None:
+    assert fragment in _config_error(LoopDetector, config=block)
+
+
+def test_tool_loop_guard_accepts_mapping_and_rejects_bad_one() -> None:
+    guard = ToolLoopGuard(config={"warningThreshold": 3, "criticalThreshold": 6})
+    assert guard.detector.config.warning_threshold == 3
+    assert guard.detector.config.critical_threshold == 6
+    assert "criticalThreshold" in _config_error(ToolLoopGuard, config={"criticalThreshold": -1})
+
+
+def test_mapping_driven_history_size_is_used() -> None:
+    detector = LoopDetector(config={"historySize": 3})
+    for i in range(5):
+        detector.record_call("read", {"path": f"f{i}"})
+    assert len(detector.history()) == 3
+
+
+# ---------------------------------------------------------------------------
+# Property: any invalid threshold value is rejected with its path
+
+
+_invalid_threshold = st.one_of(
+    st.integers(max_value=0),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@given(field=st.sampled_from(THRESHOLDS), bad=_invalid_threshold)
+def test_any_invalid_threshold_is_rejected(field: tuple[str, str], bad: object) -> None:
+    _, camel = field
+    with pytest.raises(ConfigError) as info:
+        LoopDetectionConfig.from_mapping({camel: bad})
+    assert f"{ROOT}.{camel}" in str(info.value)
+    assert "positive integer" in str(info.value)
+
+
+def test_resolve_config_logs_each_repair_once(caplog: pytest.LogCaptureFixture) -> None:
+    # A global block needing repair is resolved through an overlay; the user should still see
+    # the repair reported once, not once per intermediate block.
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = resolve_config({"criticalThreshold": 4}, {"historySize": 40})
+    assert (cfg.critical_threshold, cfg.history_size) == (11, 40)
+    assert len(_warnings(caplog)) == 1
