@@ -30,7 +30,7 @@ EXTENSIONS_DISABLED = bool(os.environ.get("LOOPCORE_NO_EXTENSIONS"))
 EXTENSIONS_EXPECTED = os.environ.get("LOOPCORE_EXPECT_EXTENSIONS") == "1"
 
 
-def _compiled_present() -> bool:
+def compiled_present() -> bool:
     try:
         importlib.import_module("loopcore._fingerprint_c")
         importlib.import_module("loopcore._history_c")
@@ -40,7 +40,7 @@ def _compiled_present() -> bool:
 
 
 TWINS = ["python"]
-if not EXTENSIONS_DISABLED and (EXTENSIONS_EXPECTED or _compiled_present()):
+if not EXTENSIONS_DISABLED and (EXTENSIONS_EXPECTED or compiled_present()):
     TWINS.append("cython")
 
 _SUFFIX = {"python": "py", "cython": "c"}

@@ -1,0 +1,42 @@
+"""The ``loopcore`` command line: the demo a new user runs first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from loopcore.cli import main
+
+
+def test_demo_shows_warning_block_and_compaction_abort(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--no-color"]) == 0
+    out = capsys.readouterr().out
+    assert "warned   WARNING:" in out
+    assert "BLOCKED  CRITICAL:" in out
+    assert "no progress" in out
+    assert "ping-pong loop" in out
+    assert "post-compaction guard armed for 3 attempts" in out
+    assert "run aborted:" in out
+    assert "compaction_loop_persisted" in out
+    assert "2 warning, 2 block, 1 guard_armed, 1 compaction_abort" in out
+
+
+def test_module_entry_point_runs_the_demo() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopcore", "demo", "--no-color"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "compaction_loop_persisted" in done.stdout
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["nonsense"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
