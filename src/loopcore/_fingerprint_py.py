@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import xxhash
@@ -181,8 +181,11 @@ def _leaf(value: object) -> bytes:
 
 def _finish(kind: int, parts: list[bytes]) -> bytes:
     if kind == _MAP:
-        pairs = sorted(zip(parts[0::2], parts[1::2], strict=True))
-        return b"d" + _pack_u64(len(pairs)) + b"".join(k + v for k, v in pairs)
+        # Key encodings are prefix-free, so sorting key+value strings orders
+        # entries by key first, then by value for keys that encode alike.
+        entries = [k + v for k, v in zip(parts[0::2], parts[1::2], strict=True)]
+        entries.sort()
+        return b"d" + _pack_u64(len(entries)) + b"".join(entries)
     if kind == _SET:
         parts.sort()
     return b"l" + _pack_u64(len(parts)) + b"".join(parts)
@@ -190,50 +193,56 @@ def _finish(kind: int, parts: list[bytes]) -> bytes:
 
 def encode(value: object, item_filter: ItemFilter | None = None) -> bytes:
     """The canonical byte encoding of ``value`` (SPEC §2). Never raises."""
-    # A frame is [object id, kind, children, next child index, encoded parts].
-    stack: list[list[Any]] = []
+    # The open container is held in locals; its parents wait on ``stack`` as
+    # (id, kind, children, next index, encoded parts). The root is a pseudo
+    # frame, so ``len(stack)`` is the depth of a container about to open.
+    stack: list[tuple[int, int, Sequence[Any], int, list[bytes]]] = []
     on_path: set[int] = set()
-    result = b""
-    current: object = value
+    children: Sequence[Any] = (value,)
+    ident, kind, index = 0, _SEQ, 0
+    parts: list[bytes] = []
     while True:
-        # Encode ``current``: either it is a leaf (result set) or a new frame is pushed.
-        if isinstance(current, (str, int, float)) or current is None:
-            result = _leaf(current)
-        elif id(current) in on_path:
-            result = _CYCLE
-        else:
-            try:
-                shape = _children(current, item_filter)
-            except Exception:
-                shape = None
-            if shape is None:
-                result = _leaf(current)
-            elif len(stack) >= MAX_DEPTH:
-                result = _DEPTH
-            elif not shape[1]:
-                result = _finish(shape[0], [])
-            else:
-                ident = id(current)
-                on_path.add(ident)
-                stack.append([ident, shape[0], shape[1], 0, []])
-                current = shape[1][0]
-                stack[-1][3] = 1
+        if index < len(children):
+            current: Any = children[index]
+            index += 1
+            cls = type(current)
+            if cls is str:
+                parts.append(_str(current))
                 continue
-        # Hand ``result`` to the enclosing frames, closing every frame that is complete.
-        while stack:
-            frame = stack[-1]
-            frame[4].append(result)
-            children = frame[2]
-            index = frame[3]
-            if index < len(children):
-                current = children[index]
-                frame[3] = index + 1
-                break
-            stack.pop()
-            on_path.discard(frame[0])
-            result = _finish(frame[1], frame[4])
-        else:
-            return result
+            if cls is int:
+                parts.append(_int(current))
+                continue
+            if current is None or isinstance(current, (str, int, float)):
+                parts.append(_leaf(current))
+                continue
+            child_id = id(current)
+            if child_id in on_path:
+                parts.append(_CYCLE)
+                continue
+            shape: tuple[int, list[Any]] | None
+            if cls is dict and item_filter is None:
+                shape = (_MAP, [x for item in current.items() for x in item])
+            else:
+                try:
+                    shape = _children(current, item_filter)
+                except Exception:
+                    shape = None
+            if shape is None:
+                parts.append(_leaf(current))
+            elif len(stack) >= MAX_DEPTH:
+                parts.append(_DEPTH)
+            else:
+                stack.append((ident, kind, children, index, parts))
+                on_path.add(child_id)
+                ident, index, parts = child_id, 0, []
+                kind, children = shape
+            continue
+        if not stack:
+            return parts[0]
+        encoded = _finish(kind, parts)
+        on_path.discard(ident)
+        ident, kind, children, index, parts = stack.pop()
+        parts.append(encoded)
 
 
 def fingerprint(value: object, domain: bytes = b"") -> int:

@@ -1,0 +1,75 @@
+"""A gateway calls from many threads at once: state stays consistent and bounded."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+
+from loopcore import LoopDetectionConfig, ToolLoopBlocked, ToolLoopGuard
+
+CONFIG = LoopDetectionConfig(
+    enabled=True, history_size=12, warning_threshold=4, critical_threshold=8
+)
+
+
+def _run_threads(count: int, target: Callable[[int], None]) -> list[BaseException]:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def body(index: int) -> None:
+        try:
+            barrier.wait()
+            target(index)
+        except BaseException as exc:  # collected and asserted on below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    return errors
+
+
+def test_threads_with_their_own_runs_keep_separate_bounded_histories() -> None:
+    guard = ToolLoopGuard(CONFIG)
+
+    def agent(index: int) -> None:
+        for step in range(200):
+            args = {"step": step % 3}
+            decision = guard.before_call("read", args, run_id=f"run-{index}")
+            if not decision.blocked:
+                guard.after_call("read", args, result=step % 3, run_id=f"run-{index}")
+
+    assert _run_threads(8, agent) == []
+    for index in range(8):
+        history = guard.detector.history(run_id=f"run-{index}")
+        assert len(history) == CONFIG.history_size
+        assert all(record.result_hash is not None for record in history)
+
+
+def test_threads_sharing_one_scope_and_evicting_do_not_corrupt_state() -> None:
+    # max_scopes=3 with 6 threads forces LRU evictions while others record.
+    guard = ToolLoopGuard(CONFIG, max_scopes=3)
+    wrapped_calls = [0]
+    lock = threading.Lock()
+
+    @guard.wrap(name="poll")
+    def poll(job: str) -> str:
+        with lock:
+            wrapped_calls[0] += 1
+        return "running"
+
+    def agent(index: int) -> None:
+        for step in range(300):
+            session = "shared" if index % 2 else f"s{index}"
+            with guard.scope(session=session, run_id=str(step % 4)), suppress(ToolLoopBlocked):
+                poll("job")
+
+    assert _run_threads(6, agent) == []
+    assert wrapped_calls[0] > 0
+    assert len(guard.detector._store) <= 3
+    for run in range(4):
+        assert len(guard.detector.history(session="shared", run_id=str(run))) <= 12
