@@ -8,6 +8,7 @@ errors instead of quietly testing the Python twin twice.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from types import ModuleType
 
@@ -59,3 +60,14 @@ def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
         for attr in chooser.__all__:
             monkeypatch.setattr(chooser, attr, getattr(module, attr))
     return name
+
+
+def loopcore_records(
+    caplog: pytest.LogCaptureFixture, level: int | None = None
+) -> list[logging.LogRecord]:
+    """The captured log records of the ``loopcore`` logger, optionally of one level."""
+    return [
+        r
+        for r in caplog.records
+        if r.name.split(".")[0] == "loopcore" and (level is None or r.levelno == level)
+    ]

@@ -14,17 +14,9 @@ from loopcore import (
     ToolLoopGuard,
 )
 
+from .conftest import loopcore_records
+
 ABORT = "compaction_loop_persisted"
-
-
-def loopcore_records(
-    caplog: pytest.LogCaptureFixture, level: int | None = None
-) -> list[logging.LogRecord]:
-    return [
-        r
-        for r in caplog.records
-        if r.name.split(".")[0] == "loopcore" and (level is None or r.levelno == level)
-    ]
 
 
 def assert_idle(verdict: GuardVerdict) -> None:

@@ -21,6 +21,8 @@ from loopcore import (
     hash_outcome,
 )
 
+from .conftest import loopcore_records
+
 EVENT_FIELDS = (
     "kind",
     "session",
@@ -52,16 +54,6 @@ def make_guard(config: object = "small", **kwargs: Any) -> tuple[ToolLoopGuard, 
     events: list[LoopEvent] = []
     cfg = small_config() if config == "small" else config
     return ToolLoopGuard(cfg, on_event=events.append, **kwargs), events
-
-
-def loopcore_records(
-    caplog: pytest.LogCaptureFixture, level: int | None = None
-) -> list[logging.LogRecord]:
-    return [
-        r
-        for r in caplog.records
-        if r.name.split(".")[0] == "loopcore" and (level is None or r.levelno == level)
-    ]
 
 
 def kinds(events: list[LoopEvent], kind: str) -> list[LoopEvent]:
