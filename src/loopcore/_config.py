@@ -41,10 +41,10 @@ def _snake(name: str) -> str:
 
 
 def _describe(value: object) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if value is None or isinstance(value, (bool, int, float)):
-        return repr(value)
+    """A bad value as an error message shows it: scalars by repr, containers by type."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
     return type(value).__name__
 
 
@@ -96,10 +96,7 @@ class DetectorSwitches:
     def from_mapping(
         cls, block: Mapping[str, Any], path: str = f"{GLOBAL_PATH}.detectors"
     ) -> DetectorSwitches:
-        values = _canonical_keys(block, path, _DETECTOR_KEYS)
-        for name, value in values.items():
-            _boolean(f"{path}.{name}", value)
-        return cls(**{_snake(name): value for name, value in values.items()})
+        return cls(**_snake_keys(_nested("detectors", block, path)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +112,7 @@ class PostCompactionGuardConfig:
     def from_mapping(
         cls, block: Mapping[str, Any], path: str = f"{GLOBAL_PATH}.postCompactionGuard"
     ) -> PostCompactionGuardConfig:
-        values = _canonical_keys(block, path, _GUARD_KEYS)
-        if "windowSize" in values:
-            _positive_int(f"{path}.windowSize", values["windowSize"])
-        return cls(**{_snake(name): value for name, value in values.items()})
+        return cls(**_snake_keys(_nested("postCompactionGuard", block, path)))
 
 
 _DETECTOR_KEYS = tuple(_camel(f.name) for f in dataclasses.fields(DetectorSwitches))
@@ -152,18 +146,11 @@ class LoopDetectionConfig:
             _boolean(f"{GLOBAL_PATH}.enabled", self.enabled)
         for name in _THRESHOLDS:
             _positive_int(f"{GLOBAL_PATH}.{_camel(name)}", getattr(self, name))
+        # Nested blocks may be given as mappings; from_mapping rejects anything else.
         if not isinstance(self.detectors, DetectorSwitches):
-            if not isinstance(self.detectors, Mapping):
-                raise ConfigError(
-                    f"{GLOBAL_PATH}.detectors: expected a mapping, got {_describe(self.detectors)}"
-                )
             object.__setattr__(self, "detectors", DetectorSwitches.from_mapping(self.detectors))
         guard = self.post_compaction_guard
         if not isinstance(guard, PostCompactionGuardConfig):
-            if not isinstance(guard, Mapping):
-                raise ConfigError(
-                    f"{GLOBAL_PATH}.postCompactionGuard: expected a mapping, got {_describe(guard)}"
-                )
             object.__setattr__(
                 self, "post_compaction_guard", PostCompactionGuardConfig.from_mapping(guard)
             )
@@ -212,19 +199,30 @@ class LoopDetectionConfig:
         """Build from a ``tools.loopDetection`` block (camelCase keys; snake_case accepted)."""
         if block is None:
             return cls()
-        values = _validated(block, path)
-        kwargs: dict[str, Any] = {}
-        for name, value in values.items():
-            if name == "detectors":
-                value = DetectorSwitches.from_mapping(value, f"{path}.detectors")
-            elif name == "postCompactionGuard":
-                value = PostCompactionGuardConfig.from_mapping(value, f"{path}.postCompactionGuard")
-            kwargs[_snake(name)] = value
+        kwargs = _snake_keys(_validated(block, path))
+        if "detectors" in kwargs:
+            kwargs["detectors"] = DetectorSwitches(**_snake_keys(kwargs["detectors"]))
+        if "post_compaction_guard" in kwargs:
+            guard = _snake_keys(kwargs["post_compaction_guard"])
+            kwargs["post_compaction_guard"] = PostCompactionGuardConfig(**guard)
         return cls(**kwargs)
 
 
 _TOP_KEYS = ("enabled", *(_camel(name) for name in _THRESHOLDS), "detectors", "postCompactionGuard")
 _NESTED = {"detectors": _DETECTOR_KEYS, "postCompactionGuard": _GUARD_KEYS}
+
+
+def _snake_keys(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {_snake(name): value for name, value in values.items()}
+
+
+def _nested(name: str, block: object, path: str) -> dict[str, Any]:
+    """A ``detectors`` or ``postCompactionGuard`` block, keys canonical and values checked."""
+    values = _canonical_keys(block, path, _NESTED[name])
+    check = _boolean if name == "detectors" else _positive_int
+    for inner, value in values.items():
+        check(f"{path}.{inner}", value)
+    return values
 
 
 def _validated(block: object, path: str) -> dict[str, Any]:
@@ -236,12 +234,7 @@ def _validated(block: object, path: str) -> dict[str, Any]:
             if value is not None:
                 _boolean(sub, value)
         elif name in _NESTED:
-            values[name] = _canonical_keys(value, sub, _NESTED[name])
-            for inner, inner_value in values[name].items():
-                if name == "detectors":
-                    _boolean(f"{sub}.{inner}", inner_value)
-                else:
-                    _positive_int(f"{sub}.{inner}", inner_value)
+            values[name] = _nested(name, value, sub)
         else:
             _positive_int(sub, value)
     return values
