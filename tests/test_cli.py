@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
 import sys
 
@@ -40,3 +42,37 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
         main(["nonsense"])
     assert exit_info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+class _ReaderGone(io.StringIO):
+    """A stdout whose reader exits just before ``fail_at`` is written (``| head``)."""
+
+    def __init__(self, fail_at: str, fd: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+        self.fd = fd
+
+    def write(self, text: str) -> int:
+        if self.fail_at in text:
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+@pytest.mark.parametrize("fail_at", ["loopcore demo", "[log WARNING]", "call 21: BLOCKED"])
+def test_demo_stops_quietly_when_the_reader_goes_away(
+    fail_at: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open(os.devnull, "w") as sink:
+        stdout = _ReaderGone(fail_at, os.dup(sink.fileno()))
+        monkeypatch.setattr(sys, "stdout", stdout)
+        try:
+            assert main(["demo", "--no-color"]) == 1
+        finally:
+            monkeypatch.undo()
+            os.close(stdout.fd)
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    assert "Logging error" not in stderr

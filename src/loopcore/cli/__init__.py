@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -24,8 +26,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "demo":
-        from .demo import run
+    try:
+        if args.command == "demo":
+            from .demo import run
 
-        return run(color=not args.no_color)
+            return run(color=not args.no_color)
+    except BrokenPipeError:
+        # The reader went away (``loopcore demo | head``): stop quietly, and keep
+        # the interpreter's final flush from failing on the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return 2  # pragma: no cover - argparse rejects unknown commands first

@@ -20,6 +20,16 @@ class _Printer:
         print(text)
 
 
+class _StoryLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes the library's log lines into the story; a closed stdout ends the demo."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, BrokenPipeError):
+            raise error
+        super().handleError(record)
+
+
 def _poll_result() -> dict[str, Any]:
     # The process never changes; only the volatile pid/duration fields would, and they are ignored.
     return {
@@ -31,7 +41,7 @@ def _poll_result() -> dict[str, Any]:
 def run(color: bool = True) -> int:
     out = _Printer(color)
     # Show the library's own log lines in order with the story (they never hold args or results).
-    handler = logging.StreamHandler(sys.stdout)
+    handler = _StoryLogHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("   [log %(levelname)s] %(message)s"))
     library_logger = logging.getLogger("loopcore")
     previous_level = library_logger.level
