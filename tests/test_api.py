@@ -22,6 +22,16 @@ POS = P.POSITIONAL_OR_KEYWORD
 EMPTY = P.empty
 
 SCOPE = [("session", KW, None), ("run_id", KW, None)]
+# record_outcome and after_call take the same arguments.
+OUTCOME = [
+    ("self", POS, EMPTY),
+    ("tool_name", POS, EMPTY),
+    ("args", POS, EMPTY),
+    ("result", KW, UNSET),
+    ("error", KW, UNSET),
+    ("tool_call_id", KW, None),
+    *SCOPE,
+]
 
 # (callable, [(name, kind, default), ...]) exactly as issue 2's table gives them.
 SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
@@ -62,15 +72,7 @@ SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
     ),
     (
         loopcore.LoopDetector.record_outcome,
-        [
-            ("self", POS, EMPTY),
-            ("tool_name", POS, EMPTY),
-            ("args", POS, EMPTY),
-            ("result", KW, UNSET),
-            ("error", KW, UNSET),
-            ("tool_call_id", KW, None),
-            *SCOPE,
-        ],
+        OUTCOME,
     ),
     (loopcore.LoopDetector.history, [("self", POS, EMPTY), *SCOPE]),
     (loopcore.LoopDetector.end_run, [("self", POS, EMPTY), *SCOPE]),
@@ -97,15 +99,7 @@ SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
     ),
     (
         loopcore.ToolLoopGuard.after_call,
-        [
-            ("self", POS, EMPTY),
-            ("tool_name", POS, EMPTY),
-            ("args", POS, EMPTY),
-            ("result", KW, UNSET),
-            ("error", KW, UNSET),
-            ("tool_call_id", KW, None),
-            *SCOPE,
-        ],
+        OUTCOME,
     ),
     (loopcore.ToolLoopGuard.arm_post_compaction, [("self", POS, EMPTY), *SCOPE]),
     (loopcore.ToolLoopGuard.end_run, [("self", POS, EMPTY), *SCOPE]),
