@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (``loopcore demo | head``): stop quietly, and keep
         # the interpreter's final flush from failing on the closed pipe.
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
         return 1
     return 2  # pragma: no cover - argparse rejects unknown commands first

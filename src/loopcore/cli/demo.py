@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import IMPLEMENTATION, CompactionLoopPersisted, LoopEvent, ToolLoopGuard
@@ -54,6 +55,25 @@ def run(color: bool = True) -> int:
         library_logger.setLevel(previous_level)
 
 
+_Call = tuple[str, dict[str, Any], Any]
+
+
+def _agent(
+    out: _Printer, guard: ToolLoopGuard, run_id: str, next_call: Callable[[int], _Call]
+) -> None:
+    """Let the agent make up to 30 calls, reporting warnings, until one is blocked."""
+    for attempt in range(1, 31):
+        tool, args, result = next_call(attempt)
+        decision = guard.before_call(tool, args, run_id=run_id)
+        if decision.blocked:
+            out(f"   call {attempt:2}: BLOCKED  {decision.reason}", "block")
+            return
+        if decision.warning is not None:
+            out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
+        guard.after_call(tool, args, result=result, run_id=run_id)
+    out("   never blocked (unexpected)")
+
+
 def _story(out: _Printer) -> int:
     events: list[LoopEvent] = []
     guard = ToolLoopGuard({"enabled": True}, on_event=events.append)
@@ -61,33 +81,23 @@ def _story(out: _Printer) -> int:
 
     out("\n1. The agent polls a build process that never finishes", "head")
     poll = {"action": "poll", "sessionId": "build-7"}
-    for attempt in range(1, 31):
-        decision = guard.before_call("process", poll, run_id="run-1")
-        if decision.blocked:
-            out(f"   call {attempt:2}: BLOCKED  {decision.reason}", "block")
-            break
-        if decision.warning is not None:
-            out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
-        guard.after_call("process", poll, result=_poll_result(), run_id="run-1")
-    else:  # pragma: no cover - the guard always blocks by call 21
-        out("   never blocked (unexpected)")
+    _agent(out, guard, "run-1", lambda attempt: ("process", poll, _poll_result()))
 
     out("\n2. The agent bounces between two calls that change nothing", "head")
-    calls = [("read", {"path": "config.yaml"}), ("exec", {"command": "make test"})]
+    read = {"path": "config.yaml"}
+    make = {"command": "make test"}
     exec_result = {
         "content": [{"type": "text", "text": "1 failed"}],
         "details": {"status": "failed", "exitCode": 1, "aggregated": "1 failed", "pid": 0},
     }
-    for attempt in range(1, 31):
-        tool, args = calls[attempt % 2]
-        decision = guard.before_call(tool, args, run_id="run-2")
-        if decision.blocked:
-            out(f"   call {attempt:2}: BLOCKED  {decision.reason}", "block")
-            break
-        if decision.warning is not None:
-            out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
-        result = exec_result if tool == "exec" else "retries: 3"
-        guard.after_call(tool, args, result=result, run_id="run-2")
+    _agent(
+        out,
+        guard,
+        "run-2",
+        lambda attempt: (
+            ("exec", make, exec_result) if attempt % 2 else ("read", read, "retries: 3")
+        ),
+    )
 
     out("\n3. After a context compaction the agent repeats the call that overflowed", "head")
     guard.arm_post_compaction(run_id="run-3")
