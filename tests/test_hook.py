@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -23,17 +24,8 @@ from loopcore import (
 
 from .conftest import loopcore_records
 
-EVENT_FIELDS = (
-    "kind",
-    "session",
-    "run_id",
-    "tool_name",
-    "detector",
-    "level",
-    "count",
-    "message",
-    "paired_tool_name",
-)
+# Every field an event carries is checked for leaked secrets, including future ones.
+EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(LoopEvent))
 
 
 def small_config(**overrides: Any) -> LoopDetectionConfig:
