@@ -6,61 +6,20 @@ place the SPEC §4 table lives, shared by both twins and by the batch scans.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Collection, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from functools import partial
+from typing import Any
 
 from . import _history
 from ._config import LoopDetectionConfig
-from ._history_py import RawRecord, ScanStats
-from ._outcome import (
-    UNSET,
-    Normalizer,
-    check_tool_name,
-    hash_call,
-    hash_outcome,
-    is_known_poll,
-)
-from ._scopes import ScopeKey, scope_key
+from ._outcome import UNSET, Normalizer, check_tool_name, hash_outcome
+from ._records import NOT_STUCK, CallRecord, ScanStats, Verdict
+from ._scopes import scope_key
 
 __all__ = ["NOT_STUCK", "CallRecord", "LoopDetector", "Verdict", "verdict_from"]
 
-Level = Literal["warning", "critical"]
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One call in a scope's history, as ``LoopDetector.history()`` returns it."""
-
-    tool_name: str
-    args_hash: int
-    tool_call_id: str | None
-    session: Hashable
-    run_id: str | None
-    timestamp: float
-    result_hash: int | None = None
-    unknown_tool_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What ``check`` says about a call about to run; ``bool(verdict)`` is ``stuck``."""
-
-    stuck: bool = False
-    level: Level | None = None
-    detector: str | None = None
-    count: int = 0
-    message: str | None = None
-    paired_tool_name: str | None = None
-    warning_key: str | None = None
-
-    def __bool__(self) -> bool:
-        return self.stuck
-
-
-NOT_STUCK = Verdict()
+#: Tools whose outcomes follow a rule other than the generic one (SPEC §2).
+SPECIAL_OUTCOME_TOOLS = frozenset({"exec", "process", "sessions_send", "message", "update_plan"})
 
 
 def _critical(
@@ -214,12 +173,6 @@ def _check_send_tools(send_tools: Iterable[str]) -> frozenset[str]:
     return names
 
 
-def _check_call_id(tool_call_id: object) -> str | None:
-    if tool_call_id is not None and not isinstance(tool_call_id, str):
-        raise TypeError(f"tool_call_id: expected a str or None, got {type(tool_call_id).__name__}")
-    return tool_call_id
-
-
 class LoopDetector:
     """Per-scope call history and the SPEC §4 checks over it."""
 
@@ -231,33 +184,46 @@ class LoopDetector:
         send_tools: Collection[str] = (),
         max_scopes: int = 100_000,
     ) -> None:
-        self._config = _coerce_config(config)
-        self._normalizers = _check_normalizers(normalizers)
-        self._send_tools = _check_send_tools(send_tools)
-        self._enabled = self._config.enabled is True
-        self._store = _history.HistoryStore(self._config.history_size, max_scopes)
-        # Store operations are compound (LRU touch, eviction, in-place fill); one
-        # lock keeps them consistent when a gateway calls from several threads.
-        self._lock = threading.Lock()
+        self._config = config = _coerce_config(config)
+        normalizers = _check_normalizers(normalizers)
+        send_tools = _check_send_tools(send_tools)
+        self._enabled = config.enabled is True
+        self._store = _history.HistoryStore(
+            config.history_size,
+            max_scopes,
+            # Repaired ordering makes the warning threshold the lowest one of
+            # the streak, recent-count and ping-pong rows; min() keeps it safe anyway.
+            alarm=min(
+                config.warning_threshold,
+                config.critical_threshold,
+                config.global_circuit_breaker_threshold,
+            ),
+            unknown_alarm=config.unknown_tool_threshold,
+            verdict=partial(_verdict_for, config),
+            outcome=partial(_outcome_for, normalizers, send_tools),
+            plain_outcome_exclusions=SPECIAL_OUTCOME_TOOLS | send_tools | set(normalizers),
+        )
 
     @property
     def config(self) -> LoopDetectionConfig:
         return self._config
 
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
     def __repr__(self) -> str:
         return f"LoopDetector(enabled={self._enabled}, scopes={len(self._store)})"
-
-    # -- public API ---------------------------------------------------------------------
 
     def check(
         self, tool_name: str, args: Any, *, session: Hashable = None, run_id: str | None = None
     ) -> Verdict:
         """The verdict for a call about to run, against its scope's history."""
-        key = scope_key(session, run_id)
-        if not self._enabled:
-            check_tool_name(tool_name)
-            return NOT_STUCK
-        return self._check(key, tool_name, args, hash_call(tool_name, args))
+        if self._enabled:
+            return self._store.check(tool_name, args, session, run_id)
+        scope_key(session, run_id)
+        check_tool_name(tool_name)
+        return NOT_STUCK
 
     def record_call(
         self,
@@ -269,8 +235,7 @@ class LoopDetector:
         run_id: str | None = None,
     ) -> None:
         """Append a call (without outcome) to its scope's history."""
-        key = scope_key(session, run_id)
-        self._record_call(key, tool_name, hash_call(tool_name, args), _check_call_id(tool_call_id))
+        self._store.record_call(tool_name, args, tool_call_id, session, run_id)
 
     def record_outcome(
         self,
@@ -284,85 +249,37 @@ class LoopDetector:
         run_id: str | None = None,
     ) -> CallRecord | None:
         """Attach an outcome to the newest pending matching call, or append one."""
-        key = scope_key(session, run_id)
-        args_hash = hash_call(tool_name, args)
-        _, record = self._record_outcome(
-            key, tool_name, args, args_hash, result, error, _check_call_id(tool_call_id)
-        )
-        return record
+        return self._store.record_outcome(
+            tool_name, args, result, error, tool_call_id, session, run_id
+        )[2]
 
     def history(self, *, session: Hashable = None, run_id: str | None = None) -> list[CallRecord]:
         """The scope's records, oldest first."""
-        key = scope_key(session, run_id)
-        with self._lock:
-            raw = self._store.records(key)
-        return [self._as_record(key, item) for item in raw]
+        return self._store.history(session, run_id)
 
     def end_run(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """Forget one scope's history."""
-        key = scope_key(session, run_id)
-        with self._lock:
-            self._store.drop(key)
+        self._store.drop(session, run_id)
 
     def end_session(self, session: Hashable) -> None:
         """Forget the history of every run of ``session``."""
-        scope_key(session, None)
-        with self._lock:
-            self._store.drop_session(session)
+        self._store.drop_session(session)
 
-    # -- shared with ToolLoopGuard, which hashes the args once per call ------------------
 
-    @property
-    def enabled(self) -> bool:
-        return self._enabled
+def _verdict_for(
+    config: LoopDetectionConfig, stats: ScanStats, tool_name: str, args_hash: int, known_poll: bool
+) -> Verdict:
+    return verdict_from(stats, config, tool_name, args_hash, known_poll)
 
-    def _check(self, key: ScopeKey, tool_name: str, args: Any, args_hash: int) -> Verdict:
-        with self._lock:
-            stats = self._store.scan(key, tool_name, args_hash)
-        return verdict_from(
-            stats, self._config, tool_name, args_hash, is_known_poll(tool_name, args)
-        )
 
-    def _record_call(
-        self, key: ScopeKey, tool_name: str, args_hash: int, tool_call_id: str | None
-    ) -> None:
-        now = time.time()
-        with self._lock:
-            self._store.append(key, tool_name, args_hash, tool_call_id, now)
-
-    def _record_outcome(
-        self,
-        key: ScopeKey,
-        tool_name: str,
-        args: Any,
-        args_hash: int,
-        result: Any,
-        error: Any,
-        tool_call_id: str | None,
-    ) -> tuple[int | None, CallRecord | None]:
-        """Hash and store an outcome; returns ``(result_hash, record)``."""
-        result_hash, unknown = hash_outcome(
-            tool_name,
-            args,
-            result=result,
-            error=error,
-            normalizers=self._normalizers,
-            send_tools=self._send_tools,
-        )
-        if result_hash is None:
-            return None, None
-        now = time.time()
-        with self._lock:
-            raw = self._store.attach(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
-            if raw is None:
-                raw = self._store.append(
-                    key, tool_name, args_hash, tool_call_id, now, result_hash, unknown
-                )
-        return result_hash, self._as_record(key, raw)
-
-    @staticmethod
-    def _as_record(key: ScopeKey, raw: RawRecord) -> CallRecord:
-        tool_name, args_hash, tool_call_id, timestamp, result_hash, unknown = raw
-        return CallRecord(
-            tool_name, args_hash, tool_call_id, key[0], key[1], timestamp, result_hash, unknown
-        )
+def _outcome_for(
+    normalizers: Mapping[str, Normalizer],
+    send_tools: frozenset[str],
+    tool_name: str,
+    args: Any,
+    result: Any,
+    error: Any,
+) -> tuple[int | None, str | None]:
+    return hash_outcome(
+        tool_name, args, result=result, error=error, normalizers=normalizers, send_tools=send_tools
+    )

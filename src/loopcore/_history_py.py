@@ -1,54 +1,42 @@
 """Where are recent calls kept, and what does one scan of them yield? (SPEC §3-4, pure-Python twin)
 
-Each scope owns a bounded deque of records; ``scan`` walks it once, newest
-first, and returns every number the verdict table of SPEC §4 needs. The
-compiled twin keeps the same contract over a slab of hash rings.
+A ``HistoryStore`` is the per-call core behind ``LoopDetector``: it hashes a
+call, scans its scope's ring and records it, all under one lock. Each scope
+owns a bounded deque of records; ``scan`` walks it once, newest first, and
+returns every number the verdict table of SPEC §4 needs. The table itself is
+the ``verdict`` callable the detector passes in, consulted only when some count
+reaches ``alarm`` (below that no row of the table can match). The compiled twin
+keeps the same contract over a slab of hash rings.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import deque
-from collections.abc import Hashable
-from typing import NamedTuple
+from collections.abc import Callable, Collection, Hashable
+from typing import Any
 
-from ._scopes import ScopeKey, ScopeTable
+from ._outcome import check_call_id, hash_call, is_known_poll
+from ._records import NOT_STUCK, CallRecord, ScanStats, Verdict
+from ._scopes import ScopeKey, ScopeTable, scope_key
 
-__all__ = ["IMPLEMENTATION", "HistoryStore", "RawRecord", "ScanStats"]
+__all__ = ["IMPLEMENTATION", "HistoryStore", "OutcomeFn", "VerdictFn"]
 
 IMPLEMENTATION = "python"
+
+#: ``verdict(stats, tool_name, args_hash, known_poll)``: the SPEC §4 table.
+VerdictFn = Callable[[ScanStats, str, int, bool], Verdict]
+#: ``outcome(tool_name, args, result, error)`` -> ``(result_hash, unknown_tool_name)``.
+OutcomeFn = Callable[[str, Any, Any, Any], "tuple[int | None, str | None]"]
 
 # Field positions of a stored record (a list, so an outcome can be filled in place).
 _TOOL, _ARGS, _CALL_ID, _TS, _RESULT, _UNKNOWN = range(6)
 
-#: ``(tool_name, args_hash, tool_call_id, timestamp, result_hash, unknown_tool_name)``
-RawRecord = tuple[str, int, "str | None", float, "int | None", "str | None"]
-
-
-class ScanStats(NamedTuple):
-    """What one scope's history says about a call about to run (SPEC §4)."""
-
-    #: earlier records with the same args hash, with or without results
-    recent: int = 0
-    #: no-progress streak: newest results of this args hash equal to the newest one
-    streak: int = 0
-    #: the newest result of this args hash (the streak's reference), if any
-    reference: int | None = None
-    #: newest-first run of this tool failing with the same unknown tool name
-    unknown_streak: int = 0
-    unknown_name: str | None = None
-    #: ping-pong count including the call about to run; 0 when it does not continue one
-    pingpong: int = 0
-    #: tool and args hash of the newest record (the other side of the alternation)
-    paired_tool: str | None = None
-    paired_hash: int = 0
-    #: every tail record has a result and each side's results are all equal
-    pingpong_no_progress: bool = False
-
-
 _EMPTY = ScanStats()
 
 
-def _scan(ring: deque[list[object]], tool_name: str, args_hash: int) -> ScanStats:
+def _scan(ring: deque[list[Any]], tool_name: str, args_hash: int) -> ScanStats:
     newest = ring[-1]
     side_a = newest[_ARGS]
     side_b = None
@@ -109,90 +97,191 @@ def _scan(ring: deque[list[object]], tool_name: str, args_hash: int) -> ScanStat
         streak=streak,
         reference=reference,  # type: ignore[arg-type]
         unknown_streak=unknown_streak,
-        unknown_name=unknown_name if unknown_streak else None,  # type: ignore[arg-type]
+        unknown_name=unknown_name if unknown_streak else None,
         pingpong=pingpong,
-        paired_tool=newest[_TOOL] if pingpong else None,  # type: ignore[arg-type]
-        paired_hash=side_a,  # type: ignore[arg-type]
+        paired_tool=newest[_TOOL] if pingpong else None,
+        paired_hash=side_a,
         pingpong_no_progress=bool(pingpong) and no_progress,
     )
 
 
+def _as_record(key: ScopeKey, record: list[Any]) -> CallRecord:
+    tool_name, args_hash, tool_call_id, timestamp, result_hash, unknown = record
+    return CallRecord(
+        tool_name, args_hash, tool_call_id, key[0], key[1], timestamp, result_hash, unknown
+    )
+
+
 class HistoryStore:
-    """Per-scope rings of the last ``history_size`` records, at most ``max_scopes`` scopes."""
+    """Per-scope rings of the last ``history_size`` records, at most ``max_scopes`` scopes.
 
-    __slots__ = ("_rings", "history_size")
+    ``alarm`` is the smallest count at which a row of the verdict table can
+    match (the lowest threshold of the streak, recent-count and ping-pong rows),
+    ``unknown_alarm`` the unknown-tool threshold. ``plain_outcome_exclusions``
+    names the tools whose outcomes need more than the generic rule; this twin
+    always asks ``outcome``, so it only matters to the compiled one.
+    """
 
-    def __init__(self, history_size: int, max_scopes: int) -> None:
+    __slots__ = (
+        "_alarm",
+        "_lock",
+        "_outcome",
+        "_rings",
+        "_unknown_alarm",
+        "_verdict",
+        "history_size",
+    )
+
+    def __init__(
+        self,
+        history_size: int,
+        max_scopes: int,
+        *,
+        alarm: int,
+        unknown_alarm: int,
+        verdict: VerdictFn,
+        outcome: OutcomeFn,
+        plain_outcome_exclusions: Collection[str] = (),
+    ) -> None:
         self.history_size = history_size
-        self._rings: ScopeTable[deque[list[object]]] = ScopeTable(max_scopes)
+        self._rings: ScopeTable[deque[list[Any]]] = ScopeTable(max_scopes)
+        self._alarm = alarm
+        self._unknown_alarm = unknown_alarm
+        self._verdict = verdict
+        self._outcome = outcome
+        # Store operations are compound (LRU touch, eviction, in-place fill); one
+        # lock keeps them consistent when a gateway calls from several threads.
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._rings)
 
+    # -- per call ---------------------------------------------------------------------------
+
+    def check(self, tool_name: str, args: Any, session: Hashable, run_id: str | None) -> Verdict:
+        """The verdict for a call about to run; records nothing."""
+        key = scope_key(session, run_id)
+        args_hash = hash_call(tool_name, args)
+        with self._lock:
+            stats = self.scan(key, tool_name, args_hash)
+        return self._decide(stats, tool_name, args, args_hash)
+
+    def check_and_record(
+        self,
+        tool_name: str,
+        args: Any,
+        tool_call_id: str | None,
+        session: Hashable,
+        run_id: str | None,
+    ) -> Verdict:
+        """``check``, then record the call unless the verdict is critical."""
+        key = scope_key(session, run_id)
+        args_hash = hash_call(tool_name, args)
+        check_call_id(tool_call_id)
+        with self._lock:
+            stats = self.scan(key, tool_name, args_hash)
+        verdict = self._decide(stats, tool_name, args, args_hash)
+        if verdict.level != "critical":
+            now = time.time()
+            with self._lock:
+                self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
+        return verdict
+
+    def record_call(
+        self,
+        tool_name: str,
+        args: Any,
+        tool_call_id: str | None,
+        session: Hashable,
+        run_id: str | None,
+    ) -> None:
+        """Append a call without outcome."""
+        key = scope_key(session, run_id)
+        args_hash = hash_call(tool_name, args)
+        check_call_id(tool_call_id)
+        now = time.time()
+        with self._lock:
+            self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
+
+    def record_outcome(
+        self,
+        tool_name: str,
+        args: Any,
+        result: Any,
+        error: Any,
+        tool_call_id: str | None,
+        session: Hashable,
+        run_id: str | None,
+    ) -> tuple[int | None, int, CallRecord | None]:
+        """Fill the newest pending record of this call, or append one.
+
+        Returns ``(result_hash, args_hash, record)``; with no outcome hash nothing
+        is recorded and the record is None.
+        """
+        key = scope_key(session, run_id)
+        args_hash = hash_call(tool_name, args)
+        check_call_id(tool_call_id)
+        result_hash, unknown = self._outcome(tool_name, args, result, error)
+        if result_hash is None:
+            return None, args_hash, None
+        now = time.time()
+        with self._lock:
+            ring = self._rings.get(key)
+            for record in reversed(ring or ()):
+                if (
+                    record[_RESULT] is None
+                    and record[_ARGS] == args_hash
+                    and record[_TOOL] == tool_name
+                    and (tool_call_id is None or record[_CALL_ID] == tool_call_id)
+                ):
+                    record[_RESULT] = result_hash
+                    record[_UNKNOWN] = unknown
+                    break
+            else:
+                record = [tool_name, args_hash, tool_call_id, now, result_hash, unknown]
+                self._append(key, record)
+            return result_hash, args_hash, _as_record(key, record)
+
+    # -- per scope --------------------------------------------------------------------------
+
+    def history(self, session: Hashable, run_id: str | None) -> list[CallRecord]:
+        """The scope's records, oldest first."""
+        key = scope_key(session, run_id)
+        with self._lock:
+            ring = self._rings.get(key)
+            return [_as_record(key, record) for record in ring or ()]
+
+    def drop(self, session: Hashable, run_id: str | None) -> bool:
+        key = scope_key(session, run_id)
+        with self._lock:
+            return self._rings.pop(key) is not None
+
+    def drop_session(self, session: Hashable) -> int:
+        scope_key(session, None)
+        with self._lock:
+            return self._rings.pop_session(session)
+
     def scan(self, key: ScopeKey, tool_name: str, args_hash: int) -> ScanStats:
+        """Every SPEC §4 count for a call about to run (caller holds the lock)."""
         ring = self._rings.get(key)
         if not ring:
             return _EMPTY
         return _scan(ring, tool_name, args_hash)
 
-    def append(
-        self,
-        key: ScopeKey,
-        tool_name: str,
-        args_hash: int,
-        tool_call_id: str | None,
-        timestamp: float,
-        result_hash: int | None = None,
-        unknown_tool_name: str | None = None,
-    ) -> RawRecord:
+    # -- internals --------------------------------------------------------------------------
+
+    def _decide(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
+        if (
+            stats.recent < self._alarm
+            and stats.pingpong < self._alarm
+            and stats.unknown_streak < self._unknown_alarm
+        ):
+            return NOT_STUCK
+        return self._verdict(stats, tool_name, args_hash, is_known_poll(tool_name, args))
+
+    def _append(self, key: ScopeKey, record: list[Any]) -> None:
         ring = self._rings.get(key)
         if ring is None:
             ring = deque(maxlen=self.history_size)
             self._rings.put(key, ring)
-        record: list[object] = [
-            tool_name,
-            args_hash,
-            tool_call_id,
-            timestamp,
-            result_hash,
-            unknown_tool_name,
-        ]
         ring.append(record)
-        return tuple(record)  # type: ignore[return-value]
-
-    def attach(
-        self,
-        key: ScopeKey,
-        tool_name: str,
-        args_hash: int,
-        tool_call_id: str | None,
-        result_hash: int,
-        unknown_tool_name: str | None,
-    ) -> RawRecord | None:
-        """Fill in the newest pending record of this call; None when there is none."""
-        ring = self._rings.get(key)
-        if not ring:
-            return None
-        for record in reversed(ring):
-            if (
-                record[_RESULT] is None
-                and record[_ARGS] == args_hash
-                and record[_TOOL] == tool_name
-                and (tool_call_id is None or record[_CALL_ID] == tool_call_id)
-            ):
-                record[_RESULT] = result_hash
-                record[_UNKNOWN] = unknown_tool_name
-                return tuple(record)  # type: ignore[return-value]
-        return None
-
-    def records(self, key: ScopeKey) -> list[RawRecord]:
-        ring = self._rings.get(key)
-        if not ring:
-            return []
-        return [tuple(record) for record in ring]  # type: ignore[misc]
-
-    def drop(self, key: ScopeKey) -> bool:
-        return self._rings.pop(key) is not None
-
-    def drop_session(self, session: Hashable) -> int:
-        return self._rings.pop_session(session)

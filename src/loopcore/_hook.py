@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
 from ._config import LoopDetectionConfig
-from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict, _check_call_id
+from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict
 from ._guard import DETECTOR as COMPACTION_DETECTOR
 from ._guard import CompactionLoopPersisted, PostCompactionGuard
-from ._outcome import UNSET, Normalizer, check_tool_name, hash_call
+from ._outcome import UNSET, Normalizer, check_tool_name
 from ._scopes import ScopeKey, ScopeTable, scope_key
 
 __all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
@@ -100,6 +100,8 @@ class ToolLoopGuard:
         )
         self._on_event = on_event
         self._states: ScopeTable[_ScopeState] = ScopeTable(max_scopes)
+        # Scopes whose guard is armed: after_call skips all guard work while empty.
+        self._armed: dict[ScopeKey, PostCompactionGuard] = {}
         self._lock = threading.Lock()
         self._scope: ContextVar[ScopeKey] = ContextVar(
             f"loopcore.scope.{id(self):x}", default=(None, None)
@@ -128,23 +130,22 @@ class ToolLoopGuard:
         run_id: str | None = None,
     ) -> Decision:
         """Check a call about to run; record it unless it is blocked."""
+        store = self._detector._store
+        if not self._detector.enabled:
+            store.record_call(tool_name, args, tool_call_id, session, run_id)
+            return _ALLOWED
+        # The store hashes the args once for the check and the record.
+        verdict = store.check_and_record(tool_name, args, tool_call_id, session, run_id)
+        if verdict is NOT_STUCK:
+            return _ALLOWED
         key = scope_key(session, run_id)
-        tool_call_id = _check_call_id(tool_call_id)
-        detector = self._detector
-        args_hash = hash_call(tool_name, args)
-        decision = _ALLOWED
-        if detector.enabled:
-            verdict = detector._check(key, tool_name, args, args_hash)
-            if verdict.level == "critical":
-                self._report("block", key, tool_name, verdict)
-                return Decision(True, verdict.message, verdict, None)
-            if verdict.stuck:
-                warning = verdict if self._first_warning(key, verdict) else None
-                if warning is not None:
-                    self._report("warning", key, tool_name, verdict)
-                decision = Decision(False, None, verdict, warning)
-        detector._record_call(key, tool_name, args_hash, tool_call_id)
-        return decision
+        if verdict.level == "critical":
+            self._report("block", key, tool_name, verdict)
+            return Decision(True, verdict.message, verdict, None)
+        warning = verdict if self._first_warning(key, verdict) else None
+        if warning is not None:
+            self._report("warning", key, tool_name, verdict)
+        return Decision(False, None, verdict, warning)
 
     def after_call(
         self,
@@ -158,18 +159,19 @@ class ToolLoopGuard:
         run_id: str | None = None,
     ) -> CallRecord | None:
         """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
-        key = scope_key(session, run_id)
-        tool_call_id = _check_call_id(tool_call_id)
-        args_hash = hash_call(tool_name, args)
-        result_hash, record = self._detector._record_outcome(
-            key, tool_name, args, args_hash, result, error, tool_call_id
+        result_hash, args_hash, record = self._detector._store.record_outcome(
+            tool_name, args, result, error, tool_call_id, session, run_id
         )
+        if not self._armed:
+            return record
+        key = scope_key(session, run_id)
         with self._lock:
-            state = self._states.get(key)
-            guard = state.guard if state is not None else None
-            if guard is None or not guard.armed:
+            guard = self._armed.get(key)
+            if guard is None:
                 return record
             verdict = guard.observe(tool_name, args_hash, result_hash)
+            if not guard.armed:
+                del self._armed[key]
         if verdict.should_abort:
             message = verdict.message
             self._emit(
@@ -199,6 +201,7 @@ class ToolLoopGuard:
             if state.guard is None:
                 state.guard = PostCompactionGuard(window)
             state.guard.arm()
+            self._armed[key] = state.guard
         self._emit(
             LoopEvent(
                 "guard_armed",
@@ -218,12 +221,15 @@ class ToolLoopGuard:
         self._detector.end_run(session=key[0], run_id=key[1])
         with self._lock:
             self._states.pop(key)
+            self._armed.pop(key, None)
 
     def end_session(self, session: Hashable) -> None:
         """Forget every run of ``session``."""
         self._detector.end_session(session)
         with self._lock:
             self._states.pop_session(session)
+            for key in [key for key in self._armed if key[0] == session]:
+                del self._armed[key]
 
     # -- wrapping tool functions -----------------------------------------------------------
 
@@ -300,7 +306,8 @@ class ToolLoopGuard:
         state = self._states.get(key)
         if state is None:
             state = _ScopeState()
-            self._states.put(key, state)
+            for evicted in self._states.put(key, state):
+                self._armed.pop(evicted, None)
         return state
 
     def _first_warning(self, key: ScopeKey, verdict: Verdict) -> bool:

@@ -20,6 +20,7 @@ from ._fingerprint_py import encode as _encode_py
 __all__ = [
     "UNSET",
     "Normalizer",
+    "check_call_id",
     "check_tool_name",
     "hash_call",
     "hash_outcome",
@@ -65,6 +66,12 @@ def check_tool_name(tool_name: object) -> str:
     if not isinstance(tool_name, str):
         raise TypeError(f"tool_name: expected a str, got {type(tool_name).__name__}")
     return tool_name
+
+
+def check_call_id(tool_call_id: object) -> str | None:
+    if tool_call_id is not None and not isinstance(tool_call_id, str):
+        raise TypeError(f"tool_call_id: expected a str or None, got {type(tool_call_id).__name__}")
+    return tool_call_id
 
 
 def _nonblank(value: object) -> bool:
