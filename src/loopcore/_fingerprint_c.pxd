@@ -1,0 +1,27 @@
+# cython: language_level=3, freethreading_compatible=True
+"""C-level API of the compiled fingerprint twin, for the other compiled modules."""
+
+from libc.stdint cimport uint64_t
+
+
+cdef struct Encoder:
+    # Growable output buffer; starts in ``inline`` so typical values never malloc.
+    unsigned char *data
+    Py_ssize_t size
+    Py_ssize_t capacity
+    unsigned char inline[512]
+
+
+cdef void enc_init(Encoder *enc) noexcept
+cdef void enc_free(Encoder *enc) noexcept
+# Raw bytes (a domain prefix, a tag) appended as they are.
+cdef int enc_raw(Encoder *enc, const void *data, Py_ssize_t size) except -1
+# ``l`` + u64 count: the header of a list of ``count`` encoded items that follow.
+cdef int enc_list_header(Encoder *enc, Py_ssize_t count) except -1
+# The canonical encoding of ``value`` (SPEC §2); raises only MemoryError.
+cdef int enc_value(Encoder *enc, object value) except -1
+# xxh3-64 of everything appended so far.
+cdef uint64_t enc_digest(Encoder *enc) noexcept
+# xxh3-64 of a str's canonical encoding (no domain), used to key names kept
+# beside the hash rings; raises only MemoryError.
+cdef uint64_t str_hash(str text) except? 0
