@@ -251,7 +251,7 @@ class LoopDetector:
         """Attach an outcome to the newest pending matching call, or append one."""
         return self._store.record_outcome(
             tool_name, args, result, error, tool_call_id, session, run_id
-        )[2]
+        )
 
     def history(self, *, session: Hashable = None, run_id: str | None = None) -> list[CallRecord]:
         """The scope's records, oldest first."""

@@ -212,18 +212,17 @@ class HistoryStore:
         tool_call_id: str | None,
         session: Hashable,
         run_id: str | None,
-    ) -> tuple[int | None, int, CallRecord | None]:
+    ) -> CallRecord | None:
         """Fill the newest pending record of this call, or append one.
 
-        Returns ``(result_hash, args_hash, record)``; with no outcome hash nothing
-        is recorded and the record is None.
+        Returns the record; with no outcome hash nothing is recorded and it is None.
         """
         key = scope_key(session, run_id)
         args_hash = hash_call(tool_name, args)
         check_call_id(tool_call_id)
         result_hash, unknown = self._outcome(tool_name, args, result, error)
         if result_hash is None:
-            return None, args_hash, None
+            return None
         now = time.time()
         with self._lock:
             ring = self._rings.get(key)
@@ -240,7 +239,7 @@ class HistoryStore:
             else:
                 record = [tool_name, args_hash, tool_call_id, now, result_hash, unknown]
                 self._append(key, record)
-            return result_hash, args_hash, _as_record(key, record)
+            return _as_record(key, record)
 
     # -- per scope --------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from ._config import LoopDetectionConfig
 from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict
 from ._guard import DETECTOR as COMPACTION_DETECTOR
 from ._guard import CompactionLoopPersisted, PostCompactionGuard
-from ._outcome import UNSET, Normalizer, check_tool_name
+from ._outcome import UNSET, Normalizer, check_tool_name, hash_call
 from ._scopes import ScopeKey, ScopeTable, scope_key
 
 __all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
@@ -99,6 +99,9 @@ class ToolLoopGuard:
             config, normalizers=normalizers, send_tools=send_tools, max_scopes=max_scopes
         )
         self._on_event = on_event
+        # Bound once: before_call and after_call run on every tool call.
+        self._store = self._detector._store
+        self._enabled = self._detector.enabled
         self._states: ScopeTable[_ScopeState] = ScopeTable(max_scopes)
         # Scopes whose guard is armed: after_call skips all guard work while empty.
         self._armed: dict[ScopeKey, PostCompactionGuard] = {}
@@ -130,12 +133,11 @@ class ToolLoopGuard:
         run_id: str | None = None,
     ) -> Decision:
         """Check a call about to run; record it unless it is blocked."""
-        store = self._detector._store
-        if not self._detector.enabled:
-            store.record_call(tool_name, args, tool_call_id, session, run_id)
+        if not self._enabled:
+            self._store.record_call(tool_name, args, tool_call_id, session, run_id)
             return _ALLOWED
         # The store hashes the args once for the check and the record.
-        verdict = store.check_and_record(tool_name, args, tool_call_id, session, run_id)
+        verdict = self._store.check_and_record(tool_name, args, tool_call_id, session, run_id)
         if verdict is NOT_STUCK:
             return _ALLOWED
         key = scope_key(session, run_id)
@@ -159,12 +161,16 @@ class ToolLoopGuard:
         run_id: str | None = None,
     ) -> CallRecord | None:
         """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
-        result_hash, args_hash, record = self._detector._store.record_outcome(
+        record = self._store.record_outcome(
             tool_name, args, result, error, tool_call_id, session, run_id
         )
         if not self._armed:
             return record
         key = scope_key(session, run_id)
+        if record is not None:
+            args_hash, result_hash = record.args_hash, record.result_hash
+        else:
+            args_hash, result_hash = hash_call(tool_name, args), None
         with self._lock:
             guard = self._armed.get(key)
             if guard is None:

@@ -1,0 +1,1061 @@
+# cython: language_level=3, freethreading_compatible=True
+"""Where are recent calls kept, and what does one scan of them yield? (SPEC §3-4, compiled twin)
+
+Same contract as ``_history_py``, laid out for a gateway hosting many runs: one
+slab of numpy-backed arrays shaped ``(capacity_scopes, history_size)`` holds
+every scope's ring of 64-bit hashes (tool name, args, result, tool-call id,
+unknown tool name), its timestamps and flags. A scope is a row: a dict maps
+the scope key to it, a free list recycles rows, an intrusive linked list keeps
+them in LRU order, and the slab doubles when it is full. The strings that must
+come back out (tool names, call ids, unknown tool names) live once each in a
+side table keyed by hash, swept when it outgrows what the rings still use.
+
+The common call is one C pass: hash the args, scan the row, append, with no
+Python object created. Only when a count reaches ``alarm`` does the store build
+a ``ScanStats`` and ask the verdict table, whose answers it caches.
+"""
+
+cimport cython
+from cpython.dict cimport PyDict_Next, PyDict_Size
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.unicode cimport PyUnicode_CheckExact
+from cpython.time cimport time as wall_clock
+from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memset
+
+from ._fingerprint_c cimport (
+    Encoder,
+    enc_digest,
+    enc_free,
+    enc_init,
+    enc_list_header,
+    enc_raw,
+    enc_value,
+    str_hash,
+)
+
+import numpy as np
+
+from ._outcome import UNSET, check_call_id, check_tool_name, is_known_poll
+from ._outcome import hash_call as _py_hash_call
+from ._records import NOT_STUCK, CallRecord, ScanStats
+from ._scopes import scope_key as _py_scope_key
+
+__all__ = ["IMPLEMENTATION", "HistoryStore"]
+
+IMPLEMENTATION = "cython"
+
+cdef extern from *:
+    """
+    /* Fill one slot of a slots class, as a frozen dataclass's own __init__
+       does through object.__setattr__, without the Python-level call. */
+    static int loopcore_set_member(PyObject *descr, PyObject *obj, PyObject *value) {
+        return Py_TYPE(descr)->tp_descr_set(descr, obj, value);
+    }
+    """
+    int loopcore_set_member(object descr, object obj, object value) except -1
+
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define LOOPCORE_GIL_DISABLED 1
+    #else
+    #define LOOPCORE_GIL_DISABLED 0
+    #endif
+    """
+    # With the GIL, a section that runs no Python code needs no lock of its own.
+    const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
+
+cdef extern from *:
+    """
+    /* Values whose identity fixes their encoding: nothing can change them. */
+    static int loopcore_is_immutable_scalar(PyObject *v) {
+        return v == Py_None || PyUnicode_CheckExact(v) || PyLong_CheckExact(v)
+            || PyFloat_CheckExact(v) || PyBool_Check(v);
+    }
+    """
+    bint is_immutable_scalar "loopcore_is_immutable_scalar" (PyObject *value) noexcept
+
+cdef enum:
+    HAS_RESULT = 1
+    HAS_UNKNOWN = 2
+    HAS_CALL_ID = 4
+    # Verdicts are pure functions of a scan; this many distinct ones are remembered.
+    VERDICT_CACHE_SIZE = 4096
+    # The name table is swept once it holds this many more names than the rings use.
+    MIN_SWEEP = 1024
+    # Entries of a flat args dict whose hash is remembered for the next call.
+    MEMO_ENTRIES = 8
+
+cdef bytes CALL_DOMAIN = b"loopcore:call\x00"
+cdef bytes RESULT_DOMAIN = b"loopcore:result\x00"
+cdef str RESULT_TAG = "result"
+cdef dict EMPTY_DETAILS = {}
+
+_RECORD_FIELDS = (
+    "tool_name",
+    "args_hash",
+    "tool_call_id",
+    "session",
+    "run_id",
+    "timestamp",
+    "result_hash",
+    "unknown_tool_name",
+)
+cdef tuple RECORD_SLOTS = tuple(CallRecord.__dict__[name] for name in _RECORD_FIELDS)
+cdef bint FAST_RECORDS = all(type(d).__name__ == "member_descriptor" for d in RECORD_SLOTS)
+cdef object object_new = object.__new__
+
+
+cdef object make_record(
+    object tool_name,
+    uint64_t args_hash,
+    object call_id,
+    object key,
+    double timestamp,
+    uint64_t result_hash,
+    bint has_result,
+    object unknown,
+):
+    cdef object result = result_hash if has_result else None
+    cdef tuple key_tuple = <tuple>key
+    if not FAST_RECORDS:
+        return CallRecord(
+            tool_name, args_hash, call_id, key_tuple[0], key_tuple[1], timestamp, result, unknown
+        )
+    record = object_new(CallRecord)
+    cdef tuple slots = RECORD_SLOTS
+    loopcore_set_member(slots[0], record, tool_name)
+    loopcore_set_member(slots[1], record, args_hash)
+    loopcore_set_member(slots[2], record, call_id)
+    loopcore_set_member(slots[3], record, key_tuple[0])
+    loopcore_set_member(slots[4], record, key_tuple[1])
+    loopcore_set_member(slots[5], record, timestamp)
+    loopcore_set_member(slots[6], record, result)
+    loopcore_set_member(slots[7], record, unknown)
+    return record
+
+
+cdef inline bint plain_run_id(object run_id):
+    """A str run id that needs no stripping (the common case)."""
+    if type(run_id) is not str:
+        return False
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(run_id)
+    return n > 0 and not Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(run_id, 0)) and not (
+        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(run_id, n - 1))
+    )
+
+
+cdef inline object make_key(object session, object run_id):
+    """The scope key; odd values go through the Python twin's validation."""
+    cdef type kind = type(session)
+    if (run_id is None or plain_run_id(run_id)) and (
+        session is None or kind is str or kind is int
+    ):
+        return (session, run_id)
+    return _py_scope_key(session, run_id)
+
+
+cdef inline object valid_tool(object tool_name):
+    if type(tool_name) is not str:
+        check_tool_name(tool_name)
+    return tool_name
+
+
+cdef inline object valid_call_id(object call_id):
+    if call_id is not None and type(call_id) is not str:
+        check_call_id(call_id)
+    return call_id
+
+
+cdef uint64_t hash_call(object tool_name, object args) except? 0:
+    """``_outcome.hash_call`` without the tuple: the same bytes, encoded in place."""
+    if tool_name == "update_plan":
+        return _py_hash_call(tool_name, args)
+    cdef Encoder enc
+    enc_init(&enc)
+    try:
+        enc_raw(&enc, <char*>CALL_DOMAIN, len(CALL_DOMAIN))
+        enc_list_header(&enc, 2)
+        enc_value(&enc, tool_name)
+        enc_value(&enc, args)
+        return enc_digest(&enc)
+    finally:
+        enc_free(&enc)
+
+
+cdef inline bint is_plain_leaf(object value):
+    """Values that are certainly not mappings (a result that is hashed whole)."""
+    cdef type kind = type(value)
+    return (
+        value is None
+        or kind is str
+        or kind is int
+        or kind is float
+        or kind is bool
+        or kind is list
+        or kind is tuple
+        or kind is bytes
+    )
+
+
+cdef object content_text(object content):
+    """``_outcome._content_text`` for plain lists of plain dicts; None means "ask Python"."""
+    if type(content) is dict or (
+        is_plain_leaf(content) and type(content) is not list and type(content) is not tuple
+    ):
+        return ""
+    if type(content) is not list and type(content) is not tuple:
+        return None
+    # One text entry is the common case: keep it without building a list.
+    first = None
+    texts = None
+    for entry in content:
+        if type(entry) is dict:
+            kind = (<dict>entry).get("type")
+            text = (<dict>entry).get("text")
+            if isinstance(kind, str) and isinstance(text, str):
+                if first is None:
+                    first = text
+                elif texts is None:
+                    texts = [first, text]
+                else:
+                    texts.append(text)
+        elif not is_plain_leaf(entry):
+            return None
+    if first is None:
+        return ""
+    joined = first if texts is None else "\n".join(texts)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(joined)
+    if n and (
+        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(joined, 0))
+        or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(joined, n - 1))
+    ):
+        return joined.strip()
+    return joined
+
+
+cdef uint64_t hash_whole(object value) except? 0:
+    cdef Encoder enc
+    enc_init(&enc)
+    try:
+        enc_raw(&enc, <char*>RESULT_DOMAIN, len(RESULT_DOMAIN))
+        enc_value(&enc, value)
+        return enc_digest(&enc)
+    finally:
+        enc_free(&enc)
+
+
+cdef uint64_t hash_generic(object details, object text) except? 0:
+    """The generic rule of SPEC §2: the hash of ("result", details, text)."""
+    cdef Encoder enc
+    enc_init(&enc)
+    try:
+        enc_raw(&enc, <char*>RESULT_DOMAIN, len(RESULT_DOMAIN))
+        enc_list_header(&enc, 3)
+        enc_value(&enc, RESULT_TAG)
+        enc_value(&enc, details)
+        enc_value(&enc, text)
+        return enc_digest(&enc)
+    finally:
+        enc_free(&enc)
+
+
+cdef struct Scan:
+    int64_t recent
+    int64_t streak
+    uint64_t reference
+    int64_t has_reference
+    int64_t unknown_streak
+    uint64_t unknown_hash
+    int64_t pingpong
+    uint64_t paired_tool
+    uint64_t paired_hash
+    int64_t no_progress
+    uint64_t tool_hash
+    uint64_t args_hash
+    int64_t known_poll
+
+
+@cython.final
+cdef class HistoryStore:
+    """Per-scope rings of the last ``history_size`` records, at most ``max_scopes`` scopes."""
+
+    cdef readonly Py_ssize_t history_size
+    cdef readonly Py_ssize_t max_scopes
+    cdef readonly Py_ssize_t capacity
+    cdef Py_ssize_t live
+    cdef int64_t alarm
+    cdef int64_t unknown_alarm
+    cdef object verdict_fn
+    cdef object outcome_fn
+    cdef frozenset exclusions
+
+    # the slab, (capacity, history_size); the arrays own the memory the pointers see
+    cdef readonly object tool_hashes, args_hashes, result_hashes, call_id_hashes
+    cdef readonly object unknown_hashes, timestamps, flags
+    cdef uint64_t *tool
+    cdef uint64_t *args
+    cdef uint64_t *result
+    cdef uint64_t *call_id
+    cdef uint64_t *unknown
+    cdef double *ts
+    cdef uint8_t *flag
+
+    # per row: next write slot, records held, LRU neighbours; and the free rows
+    cdef object row_meta
+    cdef int32_t *head
+    cdef int32_t *fill
+    cdef int32_t *older
+    cdef int32_t *newer
+    cdef int32_t *free_rows
+    cdef Py_ssize_t free_count
+    cdef int32_t oldest_row
+    cdef int32_t newest_row
+
+    cdef dict rows
+    cdef list row_keys
+    cdef dict by_session
+    cdef readonly dict names
+    cdef Py_ssize_t sweep_at
+    cdef dict verdicts
+    cdef cython.pymutex lock
+
+    # The last flat args dict hashed, with owned references to its keys and
+    # values: a gateway hashes the same args for the check, the record and the
+    # outcome, and identical immutable entries mean identical bytes.
+    cdef PyObject *memo_args
+    # The last scope key and tool name seen, reused while the caller passes the
+    # same objects (GIL builds only: replacing them must not race).
+    cdef object last_key
+    cdef object last_tool
+    cdef uint64_t last_tool_hash
+    cdef PyObject *memo_tool
+    cdef PyObject *memo_items[2 * MEMO_ENTRIES]
+    cdef Py_ssize_t memo_size
+    cdef uint64_t memo_hash
+
+    def __init__(
+        self,
+        Py_ssize_t history_size,
+        max_scopes,
+        *,
+        alarm,
+        unknown_alarm,
+        verdict,
+        outcome,
+        plain_outcome_exclusions=(),
+    ):
+        if isinstance(max_scopes, bool) or not isinstance(max_scopes, int) or max_scopes < 1:
+            raise ValueError(f"max_scopes: expected a positive integer, got {max_scopes!r}")
+        if history_size < 1:
+            raise ValueError(f"history_size: expected a positive integer, got {history_size}")
+        if history_size * 8 > (1 << 40):
+            raise ValueError(f"history_size: too large, got {history_size}")
+        self.history_size = history_size
+        self.max_scopes = min(max_scopes, 0x7FFFFFFF)
+        self.alarm = alarm
+        self.unknown_alarm = unknown_alarm
+        self.verdict_fn = verdict
+        self.outcome_fn = outcome
+        self.exclusions = frozenset(plain_outcome_exclusions)
+        self.rows = {}
+        self.row_keys = []
+        self.by_session = {}
+        self.names = {}
+        self.sweep_at = MIN_SWEEP
+        self.verdicts = {}
+        self.last_key = (None, None)
+        self.last_tool = None
+        self.capacity = 0
+        self.live = 0
+        self.free_count = 0
+        self.oldest_row = -1
+        self.newest_row = -1
+        self.grow(min(self.max_scopes, 8))
+
+    def __len__(self):
+        return self.live
+
+    def __dealloc__(self):
+        self.memo_clear()
+
+    # -- internals: the args memo -----------------------------------------------------------
+
+    cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
+        cdef uint64_t found
+        if GIL_DISABLED:
+            with self.lock:
+                if self.memo_hit(tool_name, args):
+                    return self.memo_hash
+        elif self.memo_hit(tool_name, args):
+            return self.memo_hash
+        found = hash_call(tool_name, args)
+        if type(args) is dict:
+            if GIL_DISABLED:
+                with self.lock:
+                    self.memo_store(tool_name, <dict>args, found)
+            else:
+                self.memo_store(tool_name, <dict>args, found)
+        return found
+
+    cdef object key_of(self, object session, object run_id):
+        cdef tuple last
+        if not GIL_DISABLED:
+            last = <tuple>self.last_key
+            if session is last[0] and run_id is last[1]:
+                return last
+        key = make_key(session, run_id)
+        # Only keys whose release runs no Python code (no session finaliser).
+        if not GIL_DISABLED and (<tuple>key)[0] is session and (<tuple>key)[1] is run_id and (
+            session is None or type(session) is str or type(session) is int
+        ):
+            self.last_key = key
+        return key
+
+    cdef uint64_t tool_hash(self, object tool_name) except? 0:
+        if not GIL_DISABLED and tool_name is self.last_tool:
+            return self.last_tool_hash
+        cdef uint64_t found = str_hash(tool_name)
+        if not GIL_DISABLED and type(tool_name) is str:
+            self.last_tool = tool_name
+            self.last_tool_hash = found
+        return found
+
+    cdef bint memo_hit(self, object tool_name, object args) noexcept:
+        if <PyObject*>args != self.memo_args or <PyObject*>tool_name != self.memo_tool:
+            return False
+        cdef Py_ssize_t pos = 0, i = 0
+        cdef PyObject *key
+        cdef PyObject *value
+        if PyDict_Size(args) != self.memo_size:
+            return False
+        while PyDict_Next(args, &pos, &key, &value):
+            if key != self.memo_items[i] or value != self.memo_items[i + 1]:
+                return False
+            i += 2
+        return True
+
+    cdef void memo_store(self, object tool_name, dict args, uint64_t found) noexcept:
+        cdef Py_ssize_t pos = 0, i = 0, n = PyDict_Size(args)
+        cdef PyObject *key
+        cdef PyObject *value
+        if n > MEMO_ENTRIES:
+            return
+        while PyDict_Next(args, &pos, &key, &value):
+            if not (is_immutable_scalar(value) and PyUnicode_CheckExact(<object>key)):
+                return
+        self.memo_clear()
+        pos = 0
+        while PyDict_Next(args, &pos, &key, &value):
+            Py_INCREF(<object>key)
+            Py_INCREF(<object>value)
+            self.memo_items[i] = key
+            self.memo_items[i + 1] = value
+            i += 2
+        Py_INCREF(args)
+        Py_INCREF(tool_name)
+        self.memo_args = <PyObject*>args
+        self.memo_tool = <PyObject*>tool_name
+        self.memo_size = n
+        self.memo_hash = found
+
+    cdef void memo_clear(self) noexcept:
+        cdef Py_ssize_t i
+        for i in range(2 * self.memo_size):
+            Py_DECREF(<object>self.memo_items[i])
+        if self.memo_args != NULL:
+            Py_DECREF(<object>self.memo_args)
+            Py_DECREF(<object>self.memo_tool)
+        self.memo_args = NULL
+        self.memo_tool = NULL
+        self.memo_size = 0
+
+    # -- per call ---------------------------------------------------------------------------
+
+    def check(self, tool_name, args, session, run_id):
+        """The verdict for a call about to run; records nothing."""
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        cdef uint64_t tool_hash = self.tool_hash(tool_name)
+        cdef Scan scan
+        cdef Py_ssize_t row
+        with self.lock:
+            row = self.find_row(key)
+            if row < 0 or not self.scan_row(row, tool_hash, args_hash, &scan):
+                return NOT_STUCK
+            names = self.names_of(&scan)
+        return self.decide(&scan, tool_name, args, names)
+
+    def check_and_record(self, tool_name, args, tool_call_id, session, run_id):
+        """``check``, then record the call unless the verdict is critical."""
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        valid_call_id(tool_call_id)
+        cdef uint64_t tool_hash = self.tool_hash(tool_name)
+        cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
+        cdef double now = wall_clock()
+        cdef Scan scan
+        cdef Py_ssize_t row
+        with self.lock:
+            row = self.find_row(key)
+            if row < 0 or not self.scan_row(row, tool_hash, args_hash, &scan):
+                self.append(
+                    key, row, tool_name, tool_hash, args_hash, tool_call_id, call_hash, now,
+                    0, False, None, 0,
+                )
+                return NOT_STUCK
+            names = self.names_of(&scan)
+        verdict = self.decide(&scan, tool_name, args, names)
+        if verdict.level != "critical":
+            with self.lock:
+                self.append(
+                    key, self.find_row(key), tool_name, tool_hash, args_hash, tool_call_id,
+                    call_hash, now, 0, False, None, 0,
+                )
+        return verdict
+
+    def record_call(self, tool_name, args, tool_call_id, session, run_id):
+        """Append a call without outcome."""
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        valid_call_id(tool_call_id)
+        cdef uint64_t tool_hash = self.tool_hash(tool_name)
+        cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
+        cdef double now = wall_clock()
+        with self.lock:
+            self.append(
+                key, self.find_row(key), tool_name, tool_hash, args_hash, tool_call_id,
+                call_hash, now, 0, False, None, 0,
+            )
+
+    def record_outcome(self, tool_name, args, result, error, tool_call_id, session, run_id):
+        """Fill the newest pending record of this call, or append one.
+
+        Returns the record; with no outcome hash nothing is recorded and it is None.
+        """
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        valid_call_id(tool_call_id)
+        cdef uint64_t result_hash = 0
+        unknown = None
+        if not self.plain_outcome(tool_name, result, error, &result_hash):
+            found = self.outcome_fn(tool_name, args, result, error)
+            if found[0] is None:
+                return None
+            result_hash = found[0]
+            unknown = found[1]
+        cdef uint64_t tool_hash = self.tool_hash(tool_name)
+        cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
+        cdef uint64_t unknown_hash = str_hash(unknown) if unknown is not None else 0
+        cdef double now
+        cdef Py_ssize_t row, slot, index, n, base
+        cdef int32_t h = <int32_t>self.history_size
+        with self.lock:
+            row = self.find_row(key)
+            if row >= 0:
+                base = row * self.history_size
+                slot = self.head[row]
+                for n in range(self.fill[row]):
+                    slot = slot - 1 if slot > 0 else h - 1
+                    index = base + slot
+                    if (
+                        not (self.flag[index] & HAS_RESULT)
+                        and self.args[index] == args_hash
+                        and self.tool[index] == tool_hash
+                        and (
+                            tool_call_id is None
+                            or (self.flag[index] & HAS_CALL_ID and self.call_id[index] == call_hash)
+                        )
+                    ):
+                        self.result[index] = result_hash
+                        self.flag[index] |= HAS_RESULT
+                        if unknown is not None:
+                            self.unknown[index] = unknown_hash
+                            self.flag[index] |= HAS_UNKNOWN
+                            self.intern(unknown_hash, unknown)
+                        record = make_record(
+                            tool_name, args_hash, self.name_of(index, HAS_CALL_ID), key,
+                            self.ts[index], result_hash, True, unknown,
+                        )
+                        return record
+            now = wall_clock()
+            self.append(
+                key, row, tool_name, tool_hash, args_hash, tool_call_id, call_hash, now,
+                result_hash, True, unknown, unknown_hash,
+            )
+        return make_record(tool_name, args_hash, tool_call_id, key, now, result_hash, True, unknown)
+
+    # -- per scope --------------------------------------------------------------------------
+
+    def history(self, session, run_id):
+        """The scope's records, oldest first."""
+        key = self.key_of(session, run_id)
+        cdef Py_ssize_t row, slot, index, n, count
+        out = []
+        with self.lock:
+            row = self.find_row(key)
+            if row < 0:
+                return out
+            count = self.fill[row]
+            slot = self.head[row] - count
+            if slot < 0:
+                slot += self.history_size
+            for n in range(count):
+                index = row * self.history_size + slot
+                out.append(
+                    make_record(
+                        self.names[self.tool[index]],
+                        self.args[index],
+                        self.name_of(index, HAS_CALL_ID),
+                        key,
+                        self.ts[index],
+                        self.result[index],
+                        self.flag[index] & HAS_RESULT,
+                        self.name_of(index, HAS_UNKNOWN),
+                    )
+                )
+                slot = slot + 1 if slot + 1 < self.history_size else 0
+        return out
+
+    def drop(self, session, run_id):
+        key = self.key_of(session, run_id)
+        with self.lock:
+            found = self.rows.get(key)
+            if found is None:
+                return False
+            self.release(key, found)
+        return True
+
+    def drop_session(self, session):
+        _py_scope_key(session, None)
+        cdef Py_ssize_t dropped = 0
+        with self.lock:
+            entry = self.by_session.get(session)
+            if entry is None:
+                return 0
+            keys = list(entry) if type(entry) is set else [entry]
+            for key in keys:
+                self.release(key, self.rows[key])
+                dropped += 1
+        return dropped
+
+    def scan(self, key, tool_name, args_hash):
+        """Every SPEC §4 count for a call about to run, as a ``ScanStats`` (for tests)."""
+        cdef Scan scan
+        cdef Py_ssize_t row
+        with self.lock:
+            row = self.find_row(key)
+            if row < 0:
+                return ScanStats()
+            self.scan_row(row, str_hash(tool_name), args_hash, &scan)
+            return self.stats_of(&scan, self.names_of(&scan))
+
+    # -- internals: verdicts ----------------------------------------------------------------
+
+    cdef object decide(self, Scan *scan, object tool_name, object args, tuple names):
+        """The verdict for an alarmed scan: cached, or asked of the verdict table."""
+        if tool_name == "command_status":
+            scan.known_poll = 1
+        elif tool_name == "process":
+            scan.known_poll = 1 if is_known_poll(tool_name, args) else 0
+        else:
+            scan.known_poll = 0
+        cdef Encoder enc
+        enc_init(&enc)
+        enc_raw(&enc, scan, sizeof(Scan))
+        cache_key = enc_digest(&enc)
+        enc_free(&enc)
+        verdict = self.verdicts.get(cache_key)
+        if verdict is not None:
+            return verdict
+        verdict = self.verdict_fn(self.stats_of(scan, names), tool_name, scan.args_hash, bool(scan.known_poll))
+        if len(self.verdicts) >= VERDICT_CACHE_SIZE:
+            self.verdicts.clear()
+        self.verdicts[cache_key] = verdict
+        return verdict
+
+    cdef tuple names_of(self, Scan *scan):
+        """The unknown tool's and the paired tool's names (caller holds the lock)."""
+        return (
+            self.names[scan.unknown_hash] if scan.unknown_streak else None,
+            self.names[scan.paired_tool] if scan.pingpong else None,
+        )
+
+    cdef object stats_of(self, Scan *scan, tuple names):
+        return ScanStats(
+            recent=scan.recent,
+            streak=scan.streak,
+            reference=scan.reference if scan.has_reference else None,
+            unknown_streak=scan.unknown_streak,
+            unknown_name=names[0],
+            pingpong=scan.pingpong,
+            paired_tool=names[1],
+            paired_hash=scan.paired_hash,
+            pingpong_no_progress=bool(scan.pingpong and scan.no_progress),
+        )
+
+    cdef bint scan_row(
+        self, Py_ssize_t row, uint64_t tool_hash, uint64_t args_hash, Scan *out
+    ) noexcept:
+        """One newest-first pass over a row (``_history_py._scan``); True when alarmed."""
+        cdef Py_ssize_t h = self.history_size
+        cdef Py_ssize_t base = row * h
+        cdef Py_ssize_t count = self.fill[row]
+        cdef Py_ssize_t slot = self.head[row]
+        cdef Py_ssize_t position, index
+        memset(out, 0, sizeof(Scan))
+        out.tool_hash = tool_hash
+        out.args_hash = args_hash
+        if count == 0:
+            return False
+        slot = slot - 1 if slot > 0 else h - 1
+        index = base + slot
+        cdef uint64_t *tool = self.tool
+        cdef uint64_t *args = self.args
+        cdef uint64_t *result = self.result
+        cdef uint64_t *unknown = self.unknown
+        cdef uint8_t *flag = self.flag
+
+        cdef uint64_t side_a = args[index], side_b = 0
+        cdef bint has_b = False
+        cdef Py_ssize_t tail = 1
+        cdef bint tail_open = True
+        cdef uint64_t result_a = result[index], result_b = 0
+        cdef bint no_progress = (flag[index] & HAS_RESULT) != 0
+        cdef uint64_t newest_tool = tool[index]
+        cdef uint64_t unknown_hash = unknown[index]
+        cdef bint unknown_open = newest_tool == tool_hash and (flag[index] & HAS_UNKNOWN) != 0
+        cdef int64_t unknown_streak = 0, recent = 0, streak = 0
+        cdef uint64_t reference = 0
+        cdef bint has_reference = False, streak_open = True
+        cdef uint64_t record_hash, record_result
+        cdef bint has_result
+
+        for position in range(count):
+            record_hash = args[index]
+            record_result = result[index]
+            has_result = (flag[index] & HAS_RESULT) != 0
+            if record_hash == args_hash:
+                recent += 1
+                if streak_open and has_result:
+                    if not has_reference:
+                        reference = record_result
+                        has_reference = True
+                        streak = 1
+                    elif record_result == reference:
+                        streak += 1
+                    else:
+                        streak_open = False
+            if unknown_open:
+                if (
+                    tool[index] == tool_hash
+                    and (flag[index] & HAS_UNKNOWN)
+                    and unknown[index] == unknown_hash
+                ):
+                    unknown_streak += 1
+                else:
+                    unknown_open = False
+            if tail_open and position > 0:
+                if position == 1:
+                    if record_hash == side_a:
+                        tail_open = False
+                    else:
+                        side_b = record_hash
+                        has_b = True
+                        result_b = record_result
+                elif record_hash != (side_a if position % 2 == 0 else side_b):
+                    tail_open = False
+                if tail_open:
+                    tail += 1
+                    if not has_result:
+                        no_progress = False
+                    elif position % 2 == 0:
+                        no_progress = no_progress and record_result == result_a
+                    else:
+                        no_progress = no_progress and record_result == result_b
+            slot = slot - 1 if slot > 0 else h - 1
+            index = base + slot
+
+        out.recent = recent
+        out.streak = streak
+        out.reference = reference
+        out.has_reference = has_reference
+        out.unknown_streak = unknown_streak
+        out.unknown_hash = unknown_hash if unknown_streak else 0
+        out.pingpong = tail + 1 if tail >= 2 and has_b and args_hash == side_b else 0
+        out.paired_tool = newest_tool if out.pingpong else 0
+        out.paired_hash = side_a
+        out.no_progress = no_progress
+        return (
+            recent >= self.alarm
+            or out.pingpong >= self.alarm
+            or unknown_streak >= self.unknown_alarm
+        )
+
+    # -- internals: outcomes ----------------------------------------------------------------
+
+    cdef bint plain_outcome(
+        self, object tool_name, object result, object error, uint64_t *out
+    ) except -1:
+        """Hash the common outcomes here; False leaves the outcome to the Python rules.
+
+        Covers results of tools with no special rule, no normaliser and no send
+        declaration: plain values hashed whole, and tool-result dicts under the
+        generic rule (no loop veto in sight). Anything unusual goes to Python.
+        """
+        if error is not UNSET and error is not None:
+            return False
+        if result is UNSET or tool_name in self.exclusions:
+            return False
+        if type(result) is not dict:
+            if is_plain_leaf(result):
+                out[0] = hash_whole(result)
+                return True
+            return False
+        content = (<dict>result).get("content", UNSET)
+        details = (<dict>result).get("details", UNSET)
+        if content is UNSET and details is UNSET:
+            out[0] = hash_whole(result)
+            return True
+        if type(details) is dict:
+            status = (<dict>details).get("status")
+            if status is not None and (type(status) is not str or status == "blocked"):
+                return False
+        elif details is UNSET or is_plain_leaf(details):
+            details = EMPTY_DETAILS
+        else:
+            return False
+        text = content_text(None if content is UNSET else content)
+        if text is None:
+            return False
+        out[0] = hash_generic(details, text)
+        return True
+
+    # -- internals: rows --------------------------------------------------------------------
+
+    cdef Py_ssize_t find_row(self, object key) except -2:
+        """The key's row, marked most recently used; -1 when the scope has none."""
+        found = self.rows.get(key)
+        if found is None:
+            return -1
+        cdef Py_ssize_t row = <Py_ssize_t>found
+        self.touch(<int32_t>row)
+        return row
+
+    cdef int append(
+        self,
+        object key,
+        Py_ssize_t row,
+        object tool_name,
+        uint64_t tool_hash,
+        uint64_t args_hash,
+        object call_id,
+        uint64_t call_hash,
+        double now,
+        uint64_t result_hash,
+        bint has_result,
+        object unknown,
+        uint64_t unknown_hash,
+    ) except -1:
+        if row < 0:
+            row = self.new_row(key)
+        cdef Py_ssize_t slot = self.head[row]
+        cdef Py_ssize_t index = row * self.history_size + slot
+        cdef uint8_t flags = 0
+        self.tool[index] = tool_hash
+        self.args[index] = args_hash
+        self.ts[index] = now
+        self.result[index] = result_hash
+        self.call_id[index] = call_hash
+        self.unknown[index] = unknown_hash
+        if has_result:
+            flags |= HAS_RESULT
+        if call_id is not None:
+            flags |= HAS_CALL_ID
+        if unknown is not None:
+            flags |= HAS_UNKNOWN
+        self.flag[index] = flags
+        self.head[row] = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
+        if self.fill[row] < self.history_size:
+            self.fill[row] += 1
+        # Names are interned after the slot is written, so a sweep keeps them.
+        self.intern(tool_hash, tool_name)
+        if call_id is not None:
+            self.intern(call_hash, call_id)
+        if unknown is not None:
+            self.intern(unknown_hash, unknown)
+        return 0
+
+    cdef object name_of(self, Py_ssize_t index, uint8_t which):
+        if not (self.flag[index] & which):
+            return None
+        return self.names[self.call_id[index] if which == HAS_CALL_ID else self.unknown[index]]
+
+    cdef int intern(self, uint64_t name_hash, object name) except -1:
+        cdef dict names = self.names
+        key = name_hash
+        if key in names:
+            return 0
+        names[key] = name
+        if len(names) > self.sweep_at:
+            self.sweep()
+        return 0
+
+    cdef int sweep(self) except -1:
+        """Forget names no record uses any more (amortised: the table must double first)."""
+        cdef Py_ssize_t total = self.live * self.history_size * 3
+        used = np.empty(max(total, 1), dtype=np.uint64)
+        cdef uint64_t[::1] out = used
+        cdef Py_ssize_t n = 0, row, slot, index
+        cdef Py_ssize_t h = self.history_size
+        for row in range(self.capacity):
+            for slot in range(self.fill[row]):
+                index = row * h + slot
+                out[n] = self.tool[index]
+                n += 1
+                if self.flag[index] & HAS_CALL_ID:
+                    out[n] = self.call_id[index]
+                    n += 1
+                if self.flag[index] & HAS_UNKNOWN:
+                    out[n] = self.unknown[index]
+                    n += 1
+        keep = set(np.unique(used[:n]).tolist())
+        self.names = {name_hash: name for name_hash, name in self.names.items() if name_hash in keep}
+        self.sweep_at = max(<Py_ssize_t>MIN_SWEEP, 2 * len(self.names))
+        return 0
+
+    cdef Py_ssize_t new_row(self, object key) except -1:
+        if self.live >= self.max_scopes:
+            self.release(self.row_keys[self.oldest_row], self.oldest_row)
+        if self.free_count == 0:
+            self.grow(min(self.max_scopes, 2 * self.capacity))
+        self.free_count -= 1
+        cdef int32_t row = self.free_rows[self.free_count]
+        self.head[row] = 0
+        self.fill[row] = 0
+        self.rows[key] = row
+        self.row_keys[row] = key
+        session = (<tuple>key)[0]
+        entry = self.by_session.get(session)
+        if entry is None:
+            self.by_session[session] = key
+        elif type(entry) is set:
+            (<set>entry).add(key)
+        else:
+            self.by_session[session] = {entry, key}
+        self.link_newest(row)
+        self.live += 1
+        return row
+
+    cdef int release(self, object key, Py_ssize_t row) except -1:
+        del self.rows[key]
+        self.row_keys[row] = None
+        session = (<tuple>key)[0]
+        entry = self.by_session.get(session)
+        if type(entry) is set:
+            (<set>entry).discard(key)
+            if not entry:
+                del self.by_session[session]
+        elif entry is not None:
+            del self.by_session[session]
+        self.unlink(<int32_t>row)
+        self.fill[row] = 0
+        self.head[row] = 0
+        self.free_rows[self.free_count] = <int32_t>row
+        self.free_count += 1
+        self.live -= 1
+        return 0
+
+    cdef void link_newest(self, int32_t row) noexcept:
+        self.older[row] = self.newest_row
+        self.newer[row] = -1
+        if self.newest_row >= 0:
+            self.newer[self.newest_row] = row
+        else:
+            self.oldest_row = row
+        self.newest_row = row
+
+    cdef void unlink(self, int32_t row) noexcept:
+        cdef int32_t before = self.older[row], after = self.newer[row]
+        if before >= 0:
+            self.newer[before] = after
+        else:
+            self.oldest_row = after
+        if after >= 0:
+            self.older[after] = before
+        else:
+            self.newest_row = before
+
+    cdef void touch(self, int32_t row) noexcept:
+        if row != self.newest_row:
+            self.unlink(row)
+            self.link_newest(row)
+
+    cdef int grow(self, Py_ssize_t capacity) except -1:
+        """Reallocate the slab for ``capacity`` rows, keeping every row where it is."""
+        cdef Py_ssize_t old = self.capacity
+        cdef Py_ssize_t h = self.history_size
+        shape = (capacity, h)
+        arrays = []
+        for name, dtype in (
+            ("tool_hashes", np.uint64),
+            ("args_hashes", np.uint64),
+            ("result_hashes", np.uint64),
+            ("call_id_hashes", np.uint64),
+            ("unknown_hashes", np.uint64),
+            ("timestamps", np.float64),
+            ("flags", np.uint8),
+        ):
+            fresh = np.zeros(shape, dtype=dtype)
+            if old:
+                fresh[:old] = getattr(self, name)
+            arrays.append(fresh)
+        meta = np.zeros((5, capacity), dtype=np.int32)
+        if old:
+            meta[:, :old] = self.row_meta
+        (
+            self.tool_hashes,
+            self.args_hashes,
+            self.result_hashes,
+            self.call_id_hashes,
+            self.unknown_hashes,
+            self.timestamps,
+            self.flags,
+        ) = arrays
+        self.row_meta = meta
+        cdef uint64_t[:, ::1] view
+        view = self.tool_hashes
+        self.tool = &view[0, 0]
+        view = self.args_hashes
+        self.args = &view[0, 0]
+        view = self.result_hashes
+        self.result = &view[0, 0]
+        view = self.call_id_hashes
+        self.call_id = &view[0, 0]
+        view = self.unknown_hashes
+        self.unknown = &view[0, 0]
+        cdef double[:, ::1] ts_view = self.timestamps
+        self.ts = &ts_view[0, 0]
+        cdef uint8_t[:, ::1] flag_view = self.flags
+        self.flag = &flag_view[0, 0]
+        cdef int32_t[:, ::1] meta_view = meta
+        self.head = &meta_view[0, 0]
+        self.fill = &meta_view[1, 0]
+        self.older = &meta_view[2, 0]
+        self.newer = &meta_view[3, 0]
+        self.free_rows = &meta_view[4, 0]
+        # Free rows are popped from the end: push the new ones highest first.
+        cdef Py_ssize_t row
+        for row in range(capacity - 1, old - 1, -1):
+            self.free_rows[self.free_count] = <int32_t>row
+            self.free_count += 1
+        self.row_keys.extend([None] * (capacity - old))
+        self.capacity = capacity
+        return 0

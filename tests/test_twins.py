@@ -1,0 +1,353 @@
+"""Do the compiled and pure-Python history twins behave identically, step by step?
+
+A hypothesis state machine drives two detectors, one per twin, with the same
+random calls across several scopes, and compares verdicts and histories after
+every step. The slab-specific behaviour of the compiled store (growth, row
+reuse, LRU eviction, the name side table) is checked directly below.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+from loopcore import _history, _history_py
+from loopcore import LoopDetector, ToolLoopGuard
+from loopcore._config import DetectorSwitches, LoopDetectionConfig
+
+pytestmark = pytest.mark.skipif(
+    bool(os.environ.get("LOOPCORE_NO_EXTENSIONS")),
+    reason="LOOPCORE_NO_EXTENSIONS: the compiled twin is deliberately not loaded",
+)
+
+if not os.environ.get("LOOPCORE_NO_EXTENSIONS"):
+    # Imported unconditionally otherwise: a missing build must fail, not skip.
+    from loopcore import _history_c
+else:  # pragma: no cover
+    _history_c = _history_py  # type: ignore[assignment]
+
+
+def build(cls: type, config: Any, **kwargs: Any) -> LoopDetector:
+    with mock.patch.object(_history, "HistoryStore", cls):
+        return LoopDetector(config, **kwargs)
+
+
+def guard_on(cls: type, config: Any, **kwargs: Any) -> ToolLoopGuard:
+    with mock.patch.object(_history, "HistoryStore", cls):
+        return ToolLoopGuard(config, **kwargs)
+
+
+def comparable(records: list[Any]) -> list[tuple[Any, ...]]:
+    # Timestamps come from two clock reads; everything else must be equal.
+    return [
+        (r.tool_name, r.args_hash, r.tool_call_id, r.session, r.run_id, r.result_hash,
+         r.unknown_tool_name)
+        for r in records
+    ]  # fmt: skip
+
+
+def verdict_tuple(v: Any) -> tuple[Any, ...]:
+    return (v.stuck, v.level, v.detector, v.count, v.message, v.paired_tool_name, v.warning_key)
+
+
+SCOPES = [
+    {"session": None, "run_id": None},
+    {"session": "s1", "run_id": "r1"},
+    {"session": "s1", "run_id": " r2 "},
+    {"session": 7, "run_id": "r1"},
+    {"session": ("tuple", "session"), "run_id": None},
+]
+CALLS = [
+    ("read", {"path": "a.py"}),
+    ("read", {"path": "b.py"}),
+    ("grep", {"pattern": "x", "path": "."}),
+    ("process", {"action": "poll", "sessionId": "p1"}),
+    ("command_status", {"id": 3}),
+    ("update_plan", {"plan": [{"step": "one", "status": "pending"}]}),
+    ("exec", {"command": "make"}),
+    ("message", {"action": "send", "to": "x"}),
+    ("invoke", {"name": "zap"}),
+]
+OUTCOMES: list[dict[str, Any]] = [
+    {"result": "same"},
+    {"result": "other"},
+    {"result": None},
+    {"result": {"content": [{"type": "text", "text": "  ok  "}], "details": {"n": 1}}},
+    {"result": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}},
+    {"result": {"details": {"status": "running", "tail": "t"}}},
+    {"result": {"details": {"status": "blocked", "deniedReason": "tool-loop"}}},
+    {"result": {"details": {"status": "completed", "exitCode": 0, "aggregated": "done"}}},
+    {"result": {"details": {"messageId": "m1", "ok": True}}},
+    {"error": RuntimeError("Unknown tool: Zap")},
+    {"error": "tool frob not found"},
+    {"error": ValueError("boom")},
+    {"result": [1, 2, {"k": "v"}]},
+    {},
+]
+CALL_IDS = st.sampled_from([None, None, "c1", "c2"])
+
+
+class TwinMachine(RuleBasedStateMachine):
+    """Both twins see the same operations; every observable answer must match."""
+
+    @initialize(
+        history_size=st.integers(1, 8),
+        warning=st.integers(1, 4),
+        extra=st.integers(1, 3),
+        unknown=st.integers(1, 3),
+        switches=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+        max_scopes=st.integers(1, 4),
+        # A few calls, outcomes and scopes per run, so repeats, streaks and
+        # alternations long enough to reach the thresholds actually happen.
+        calls=st.lists(st.sampled_from(CALLS), min_size=1, max_size=3, unique_by=repr),
+        outcomes=st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=3, unique_by=repr),
+        scopes=st.lists(st.sampled_from(SCOPES), min_size=1, max_size=2, unique_by=repr),
+    )
+    def setup(
+        self,
+        history_size: int,
+        warning: int,
+        extra: int,
+        unknown: int,
+        switches: tuple[bool, bool, bool],
+        max_scopes: int,
+        calls: list[tuple[str, Any]],
+        outcomes: list[dict[str, Any]],
+        scopes: list[dict[str, Any]],
+    ) -> None:
+        config = LoopDetectionConfig(
+            enabled=True,
+            history_size=history_size,
+            warning_threshold=warning,
+            critical_threshold=warning + extra,
+            unknown_tool_threshold=unknown,
+            global_circuit_breaker_threshold=warning + extra + 1,
+            detectors=DetectorSwitches(*switches),
+        )
+        self.python = build(_history_py.HistoryStore, config, max_scopes=max_scopes)
+        self.compiled = build(_history_c.HistoryStore, config, max_scopes=max_scopes)
+        self.calls, self.outcomes, self.scopes = calls, outcomes, scopes
+
+    def pick(self, call: int, scope: int) -> tuple[tuple[str, Any], dict[str, Any]]:
+        return self.calls[call % len(self.calls)], self.scopes[scope % len(self.scopes)]
+
+    @rule(call=st.integers(0, 2), scope=st.integers(0, 1))
+    def check(self, call: int, scope: int) -> None:
+        (tool, args), where = self.pick(call, scope)
+        got = self.compiled.check(tool, args, **where)
+        want = self.python.check(tool, args, **where)
+        assert verdict_tuple(got) == verdict_tuple(want)
+
+    @rule(call=st.integers(0, 2), scope=st.integers(0, 1), call_id=CALL_IDS)
+    def record_call(self, call: int, scope: int, call_id: Any) -> None:
+        (tool, args), where = self.pick(call, scope)
+        self.compiled.record_call(tool, args, call_id, **where)
+        self.python.record_call(tool, args, call_id, **where)
+
+    @rule(call=st.integers(0, 2), scope=st.integers(0, 1), call_id=CALL_IDS, out=st.integers(0, 2))
+    def record_outcome(self, call: int, scope: int, call_id: Any, out: int) -> None:
+        (tool, args), where = self.pick(call, scope)
+        outcome = self.outcomes[out % len(self.outcomes)]
+        got = self.compiled.record_outcome(tool, args, tool_call_id=call_id, **where, **outcome)
+        want = self.python.record_outcome(tool, args, tool_call_id=call_id, **where, **outcome)
+        assert comparable([got] if got else []) == comparable([want] if want else [])
+
+    @rule(call=st.integers(0, 2), scope=st.integers(0, 1), out=st.integers(0, 2))
+    def call_with_outcome(self, call: int, scope: int, out: int) -> None:
+        # What a gateway does most: check, record the call, record its outcome.
+        self.check(call, scope)
+        self.record_call(call, scope, None)
+        self.record_outcome(call, scope, None, out)
+
+    @rule(scope=st.integers(0, 1))
+    def end_run(self, scope: int) -> None:
+        where = self.scopes[scope % len(self.scopes)]
+        self.compiled.end_run(**where)
+        self.python.end_run(**where)
+
+    @rule(scope=st.integers(0, 1))
+    def end_session(self, scope: int) -> None:
+        session = self.scopes[scope % len(self.scopes)]["session"]
+        self.compiled.end_session(session)
+        self.python.end_session(session)
+
+    @invariant()
+    def same_histories(self) -> None:
+        if not hasattr(self, "python"):
+            return
+        for scope in SCOPES:
+            got = comparable(self.compiled.history(**scope))
+            assert got == comparable(self.python.history(**scope)), scope
+            for tool, args in self.calls:
+                got_verdict = self.compiled.check(tool, args, **scope)
+                want_verdict = self.python.check(tool, args, **scope)
+                assert verdict_tuple(got_verdict) == verdict_tuple(want_verdict)
+        assert len(self.compiled._store) == len(self.python._store)
+
+
+def test_twins_agree_on_random_call_sequences() -> None:
+    run_state_machine_as_test(
+        TwinMachine, settings=settings(max_examples=100, stateful_step_count=50, deadline=None)
+    )
+
+
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from([0, 1, 1, 1, 2]), st.sampled_from(["x", "x", "y", None])),
+        max_size=30,
+    ),
+    history_size=st.integers(2, 10),
+    warning=st.integers(1, 4),
+    extra=st.integers(1, 3),
+)
+def test_alternations_and_streaks_agree(
+    steps: list[tuple[int, str | None]], history_size: int, warning: int, extra: int
+) -> None:
+    # Mostly strict A/B alternation (side 1 flips), with few distinct results,
+    # so ping-pong tails and no-progress evidence reach the thresholds.
+    config = {
+        "enabled": True,
+        "historySize": history_size,
+        "warningThreshold": warning,
+        "criticalThreshold": warning + extra,
+    }
+    detectors = [build(cls, config) for cls in (_history_py.HistoryStore, _history_c.HistoryStore)]
+    side = 0
+    for move, result in steps:
+        side = {0: side, 1: 1 - side, 2: 2}[move]
+        tool, args = CALLS[side]
+        got, want = (verdict_tuple(d.check(tool, args)) for d in reversed(detectors))
+        assert got == want
+        for det in detectors:
+            det.record_call(tool, args)
+            if result is not None:
+                det.record_outcome(tool, args, result=result)
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES, ids=repr)
+@pytest.mark.parametrize("call", CALLS, ids=repr)
+def test_record_outcome_hashes_like_the_python_rules(
+    call: tuple[str, Any], outcome: dict[str, Any]
+) -> None:
+    # The compiled store hashes common outcomes itself; every rule must agree.
+    config = {"enabled": True}
+    compiled = build(_history_c.HistoryStore, config, send_tools=["notify"])
+    python = build(_history_py.HistoryStore, config, send_tools=["notify"])
+    got = compiled.record_outcome(*call, **outcome)
+    want = python.record_outcome(*call, **outcome)
+    assert comparable([got] if got else []) == comparable([want] if want else [])
+
+
+def test_gateway_decisions_match_across_twins() -> None:
+    config = {"enabled": True, "historySize": 12, "warningThreshold": 3, "criticalThreshold": 5}
+    guards = [guard_on(cls, config) for cls in (_history_py.HistoryStore, _history_c.HistoryStore)]
+    answers: list[list[tuple[Any, ...]]] = [[], []]
+    for step in range(30):
+        tool, args = CALLS[step % 2 if step < 16 else 0]
+        for guard, seen in zip(guards, answers, strict=True):
+            decision = guard.before_call(tool, args, run_id="r")
+            seen.append((decision.blocked, decision.reason, verdict_tuple(decision.verdict)))
+            if not decision.blocked:
+                guard.after_call(tool, args, result="same", run_id="r")
+    assert answers[0] == answers[1]
+    assert any(blocked for blocked, _, _ in answers[1])
+
+
+# -- the compiled slab ----------------------------------------------------------------------
+
+
+def compiled_detector(**config: Any) -> LoopDetector:
+    max_scopes = config.pop("max_scopes", 100_000)
+    return build(_history_c.HistoryStore, {"enabled": True, **config}, max_scopes=max_scopes)
+
+
+def test_slab_grows_by_doubling_and_keeps_every_row() -> None:
+    det = compiled_detector(historySize=4)
+    store = det._store
+    first = store.capacity
+    for n in range(first * 4 + 3):
+        det.record_call("read", {"n": n}, f"id{n}", run_id=f"run{n}")
+        det.record_outcome("read", {"n": n}, result=n, run_id=f"run{n}")
+    assert store.capacity >= first * 4 + 3
+    assert store.capacity & (store.capacity - 1) == 0  # doubled from a power of two
+    for n in range(first * 4 + 3):
+        (record,) = det.history(run_id=f"run{n}")
+        assert (record.tool_call_id, record.run_id, record.result_hash is not None) == (
+            f"id{n}", f"run{n}", True,
+        )  # fmt: skip
+
+
+def test_ended_runs_give_their_rows_back() -> None:
+    det = compiled_detector(historySize=3)
+    store = det._store
+    for n in range(1000):
+        det.record_call("read", {"n": n}, run_id=f"run{n}")
+        det.end_run(run_id=f"run{n}")
+    assert len(store) == 0
+    assert store.capacity == 8  # one row, reused a thousand times
+    det.record_call("read", {}, run_id="fresh")
+    assert [r.tool_name for r in det.history(run_id="fresh")] == ["read"]
+
+
+def test_ring_slot_bytes_match_the_layout() -> None:
+    det = compiled_detector(historySize=30)
+    store = det._store
+    per_slot = sum(
+        getattr(store, name).itemsize
+        for name in (
+            "tool_hashes",
+            "args_hashes",
+            "result_hashes",
+            "call_id_hashes",
+            "unknown_hashes",
+            "timestamps",
+            "flags",
+        )
+    )
+    assert per_slot == 49
+    assert store.tool_hashes.shape == (store.capacity, 30)
+
+
+def test_least_recently_used_scope_is_evicted_at_the_cap() -> None:
+    det = compiled_detector(historySize=3, max_scopes=3)
+    for run in ("a", "b", "c"):
+        det.record_call("read", {"run": run}, run_id=run)
+    det.check("read", {}, run_id="a")  # touching "a" makes "b" the oldest
+    det.record_call("read", {"run": "d"}, run_id="d")
+    assert det.history(run_id="b") == []
+    assert [len(det.history(run_id=run)) for run in ("a", "c", "d")] == [1, 1, 1]
+    assert det._store.capacity == 3
+
+
+def test_name_table_stays_bounded_and_names_survive_sweeps() -> None:
+    det = compiled_detector(historySize=2)
+    store = det._store
+    for n in range(5000):
+        det.record_call(f"tool{n}", {}, f"call-{n}", run_id="r")
+    assert len(store.names) <= 2 * 1024 + 4
+    assert [(r.tool_name, r.tool_call_id) for r in det.history(run_id="r")] == [
+        ("tool4998", "call-4998"),
+        ("tool4999", "call-4999"),
+    ]
+
+
+def test_session_index_survives_mixed_runs() -> None:
+    det = compiled_detector(historySize=2)
+    for session, run in (("s", "a"), ("s", "b"), ("t", "a"), ("s", None)):
+        det.record_call("read", {}, session=session, run_id=run)
+    det.end_run(session="s", run_id="a")
+    det.end_session("s")
+    assert len(det._store) == 1
+    assert len(det.history(session="t", run_id="a")) == 1
