@@ -23,8 +23,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from loopcore import _history, _history_py
-from loopcore import LoopDetector, ToolLoopGuard
+from loopcore import LoopDetector, ToolLoopGuard, _history, _history_py
 from loopcore._config import DetectorSwitches, LoopDetectionConfig
 
 pytestmark = pytest.mark.skipif(

@@ -9,6 +9,10 @@ cdef struct Encoder:
     unsigned char *data
     Py_ssize_t size
     Py_ssize_t capacity
+    # Nesting level at which enc_value encodes: 0 from enc_init, one more
+    # after each enc_list_header, so values appended as a list's items hit the
+    # depth limit where the Python twin, encoding the whole tuple, does.
+    int depth
     unsigned char inline[512]
 
 
@@ -16,7 +20,8 @@ cdef void enc_init(Encoder *enc) noexcept
 cdef void enc_free(Encoder *enc) noexcept
 # Raw bytes (a domain prefix, a tag) appended as they are.
 cdef int enc_raw(Encoder *enc, const void *data, Py_ssize_t size) except -1
-# ``l`` + u64 count: the header of a list of ``count`` encoded items that follow.
+# ``l`` + u64 count: the header of a list of ``count`` encoded items that follow
+# (they must be the last thing appended); raises ``depth`` by one.
 cdef int enc_list_header(Encoder *enc, Py_ssize_t count) except -1
 # The canonical encoding of ``value`` (SPEC §2); raises only MemoryError.
 cdef int enc_value(Encoder *enc, object value) except -1
