@@ -1,0 +1,76 @@
+"""Does the per-call cost stay flat as live scopes grow, and what does a scope weigh? (workload 4)
+
+Timing: the per-call cycle with ``run_id`` round-robin over 1, 1,000 and
+100,000 live scopes (history 30, ``max_scopes=100_000``). Every scope's ring is
+first filled with 30 ``record_call``; then the cycles visit the scopes in turn
+(in a fixed shuffled order), each scope continuing its own sequence of
+offsets, so no verdict fires. Times are per cycle.
+
+Memory: resident-set growth for 100,000 scopes with 30 recorded calls each,
+measured by ``memory_probe.py`` in a fresh subprocess per leg; reported as
+bytes per scope in the summary table. Nothing about either is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from workloads import ARGS, TOOL, make_detector, per_call_cycle
+
+if TYPE_CHECKING:
+    from conftest import Figures
+
+HISTORY = 30
+ROUNDS = 100
+CYCLES_PER_ROUND = 100
+SCOPE_COUNTS = [1, 1_000, 100_000]
+MEMORY_SCOPES = 100_000
+PROBE = Path(__file__).with_name("memory_probe.py")
+
+
+@pytest.mark.parametrize("scopes", SCOPE_COUNTS, ids=lambda n: f"scopes{n}")
+def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None:
+    detector = make_detector(leg, max_scopes=max(scopes, 100_000))
+    run_ids = [f"run-{k}" for k in range(scopes)]
+    for run_id in run_ids:
+        for offset in range(HISTORY):
+            detector.record_call(TOOL, ARGS[offset], run_id=run_id)
+    # Round-robin in a shuffled order: a gateway's scopes are not touched in allocation order.
+    order = run_ids[:]
+    random.Random(0).shuffle(order)
+    cycle = per_call_cycle(detector, run_ids=order, start=HISTORY * scopes)
+
+    benchmark.group = f"live scopes: {scopes:,}"
+    benchmark.extra_info["per"] = "cycle"
+    benchmark.pedantic(cycle, rounds=ROUNDS, iterations=CYCLES_PER_ROUND, warmup_rounds=1)
+
+    for run_id in (run_ids[0], run_ids[-1]):
+        assert len(detector.history(run_id=run_id)) == HISTORY
+
+
+def test_memory_per_scope(leg: str, figures: Figures) -> None:
+    done = subprocess.run(
+        [sys.executable, str(PROBE), leg, str(MEMORY_SCOPES), str(HISTORY)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"memory probe for the {leg} leg failed:\n{done.stderr}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    figures.add(
+        f"memory: {MEMORY_SCOPES:,} scopes x {HISTORY} calls (per scope)",
+        leg,
+        report["bytes_per_scope"],
+        "B",
+    )
+    print(json.dumps(report))
