@@ -203,6 +203,15 @@ class LoopDetector:
             outcome=partial(_outcome_for, normalizers, send_tools),
             plain_outcome_exclusions=SPECIAL_OUTCOME_TOOLS | send_tools | set(normalizers),
         )
+        bind = getattr(self._store, "bind_detector", None)
+        if bind is not None and all(
+            getattr(type(self), name) is getattr(LoopDetector, name) for name in _PER_CALL
+        ):
+            # The compiled twin answers the per-call methods without a Python
+            # frame (same signatures and results); subclasses keep their own.
+            calls = bind(self._enabled, _disabled_check)
+            for name in _PER_CALL:
+                object.__setattr__(self, name, getattr(calls, name))
 
     @property
     def config(self) -> LoopDetectionConfig:
@@ -221,9 +230,7 @@ class LoopDetector:
         """The verdict for a call about to run, against its scope's history."""
         if self._enabled:
             return self._store.check(tool_name, args, session, run_id)
-        scope_key(session, run_id)
-        check_tool_name(tool_name)
-        return NOT_STUCK
+        return _disabled_check(tool_name, session, run_id)
 
     def record_call(
         self,
@@ -264,6 +271,16 @@ class LoopDetector:
     def end_session(self, session: Hashable) -> None:
         """Forget the history of every run of ``session``."""
         self._store.drop_session(session)
+
+
+_PER_CALL = ("check", "record_call", "record_outcome")
+
+
+def _disabled_check(tool_name: str, session: Hashable, run_id: str | None) -> Verdict:
+    """``check`` when the detectors are off: arguments still validated, never stuck."""
+    scope_key(session, run_id)
+    check_tool_name(tool_name)
+    return NOT_STUCK
 
 
 def _verdict_for(

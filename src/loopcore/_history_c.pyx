@@ -332,6 +332,12 @@ cdef class HistoryStore:
     cdef object last_key
     cdef object last_tool
     cdef uint64_t last_tool_hash
+    # The key object whose row was found last (caller holds the lock).
+    cdef object found_key
+    cdef Py_ssize_t found_row
+    # The tool name interned last: interned again only after a sweep.
+    cdef uint64_t interned_tool
+    cdef bint has_interned_tool
     cdef PyObject *memo_tool
     cdef PyObject *memo_items[2 * MEMO_ENTRIES]
     cdef Py_ssize_t memo_size
@@ -475,7 +481,7 @@ cdef class HistoryStore:
 
     # -- per call ---------------------------------------------------------------------------
 
-    def check(self, tool_name, args, session, run_id):
+    cpdef object check(self, tool_name, args, session, run_id):
         """The verdict for a call about to run; records nothing."""
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
@@ -490,7 +496,7 @@ cdef class HistoryStore:
             names = self.names_of(&scan)
         return self.decide(&scan, tool_name, args, names)
 
-    def check_and_record(self, tool_name, args, tool_call_id, session, run_id):
+    cpdef object check_and_record(self, tool_name, args, tool_call_id, session, run_id):
         """``check``, then record the call unless the verdict is critical."""
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
@@ -519,7 +525,7 @@ cdef class HistoryStore:
                 )
         return verdict
 
-    def record_call(self, tool_name, args, tool_call_id, session, run_id):
+    cpdef object record_call(self, tool_name, args, tool_call_id, session, run_id):
         """Append a call without outcome."""
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
@@ -534,7 +540,7 @@ cdef class HistoryStore:
                 call_hash, now, 0, False, None, 0,
             )
 
-    def record_outcome(self, tool_name, args, result, error, tool_call_id, session, run_id):
+    cpdef object record_outcome(self, tool_name, args, result, error, tool_call_id, session, run_id):
         """Fill the newest pending record of this call, or append one.
 
         Returns the record; with no outcome hash nothing is recorded and it is None.
@@ -591,6 +597,14 @@ cdef class HistoryStore:
                 result_hash, True, unknown, unknown_hash,
             )
         return make_record(tool_name, args_hash, tool_call_id, key, now, result_hash, True, unknown)
+
+    def bind_gateway(self, enabled, guard_ref, armed, allowed):
+        """``before_call`` / ``after_call`` for a ``ToolLoopGuard`` (see ``GatewayCalls``)."""
+        return GatewayCalls(self, enabled, guard_ref, armed, allowed)
+
+    def bind_detector(self, enabled, disabled_check):
+        """``check`` / ``record_call`` / ``record_outcome`` for a ``LoopDetector``."""
+        return DetectorCalls(self, enabled, disabled_check)
 
     # -- per scope --------------------------------------------------------------------------
 
@@ -842,10 +856,16 @@ cdef class HistoryStore:
 
     cdef Py_ssize_t find_row(self, object key) except -2:
         """The key's row, marked most recently used; -1 when the scope has none."""
-        found = self.rows.get(key)
-        if found is None:
-            return -1
-        cdef Py_ssize_t row = <Py_ssize_t>found
+        cdef Py_ssize_t row
+        if key is self.found_key:
+            row = self.found_row
+        else:
+            found = self.rows.get(key)
+            if found is None:
+                return -1
+            row = <Py_ssize_t>found
+            self.found_key = key
+            self.found_row = row
         self.touch(<int32_t>row)
         return row
 
@@ -886,7 +906,10 @@ cdef class HistoryStore:
         if self.fill[row] < self.history_size:
             self.fill[row] += 1
         # Names are interned after the slot is written, so a sweep keeps them.
-        self.intern(tool_hash, tool_name)
+        if tool_hash != self.interned_tool or not self.has_interned_tool:
+            self.intern(tool_hash, tool_name)
+            self.interned_tool = tool_hash
+            self.has_interned_tool = True
         if call_id is not None:
             self.intern(call_hash, call_id)
         if unknown is not None:
@@ -927,6 +950,7 @@ cdef class HistoryStore:
                     out[n] = self.unknown[index]
                     n += 1
         keep = set(np.unique(used[:n]).tolist())
+        self.has_interned_tool = False
         self.names = {name_hash: name for name_hash, name in self.names.items() if name_hash in keep}
         self.sweep_at = max(<Py_ssize_t>MIN_SWEEP, 2 * len(self.names))
         return 0
@@ -956,6 +980,7 @@ cdef class HistoryStore:
 
     cdef int release(self, object key, Py_ssize_t row) except -1:
         del self.rows[key]
+        self.found_key = None
         self.row_keys[row] = None
         session = (<tuple>key)[0]
         entry = self.by_session.get(session)
@@ -1059,3 +1084,95 @@ cdef class HistoryStore:
         self.row_keys.extend([None] * (capacity - old))
         self.capacity = capacity
         return 0
+
+
+@cython.final
+cdef class GatewayCalls:
+    """``ToolLoopGuard.before_call`` / ``after_call`` with their common path in C.
+
+    The guard binds these over its own methods when its store is the compiled
+    one; anything but "not stuck" and "no guard armed" goes back to the guard's
+    Python slow paths, so the policy stays in ``_hook``.
+    """
+
+    cdef HistoryStore store
+    cdef bint enabled
+    cdef object guard_ref
+    cdef dict armed
+    cdef object allowed
+
+    def __init__(self, HistoryStore store, bint enabled, guard_ref, dict armed, allowed):
+        self.store = store
+        self.enabled = enabled
+        self.guard_ref = guard_ref
+        self.armed = armed
+        self.allowed = allowed
+
+    def before_call(self, tool_name, args, *, tool_call_id=None, session=None, run_id=None):
+        """Check a call about to run; record it unless it is blocked."""
+        if not self.enabled:
+            self.store.record_call(tool_name, args, tool_call_id, session, run_id)
+            return self.allowed
+        verdict = self.store.check_and_record(tool_name, args, tool_call_id, session, run_id)
+        if verdict is NOT_STUCK:
+            return self.allowed
+        return self.guard_ref()._decide(verdict, tool_name, session, run_id)
+
+    def after_call(
+        self,
+        tool_name,
+        args,
+        *,
+        result=UNSET,
+        error=UNSET,
+        tool_call_id=None,
+        session=None,
+        run_id=None,
+    ):
+        """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
+        record = self.store.record_outcome(
+            tool_name, args, result, error, tool_call_id, session, run_id
+        )
+        if not self.armed:
+            return record
+        return self.guard_ref()._observe(record, tool_name, args, session, run_id)
+
+
+@cython.final
+cdef class DetectorCalls:
+    """``LoopDetector``'s per-call methods, same signatures, without a Python frame."""
+
+    cdef HistoryStore store
+    cdef bint enabled
+    cdef object disabled_check
+
+    def __init__(self, HistoryStore store, bint enabled, disabled_check):
+        self.store = store
+        self.enabled = enabled
+        self.disabled_check = disabled_check
+
+    def check(self, tool_name, args, *, session=None, run_id=None):
+        """The verdict for a call about to run, against its scope's history."""
+        if self.enabled:
+            return self.store.check(tool_name, args, session, run_id)
+        return self.disabled_check(tool_name, session, run_id)
+
+    def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
+        """Append a call (without outcome) to its scope's history."""
+        self.store.record_call(tool_name, args, tool_call_id, session, run_id)
+
+    def record_outcome(
+        self,
+        tool_name,
+        args,
+        *,
+        result=UNSET,
+        error=UNSET,
+        tool_call_id=None,
+        session=None,
+        run_id=None,
+    ):
+        """Attach an outcome to the newest pending matching call, or append one."""
+        return self.store.record_outcome(
+            tool_name, args, result, error, tool_call_id, session, run_id
+        )

@@ -6,6 +6,7 @@ import functools
 import inspect
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
@@ -109,6 +110,16 @@ class ToolLoopGuard:
         self._scope: ContextVar[ScopeKey] = ContextVar(
             f"loopcore.scope.{id(self):x}", default=(None, None)
         )
+        bind = getattr(self._store, "bind_gateway", None)
+        if bind is not None and (
+            type(self).before_call is ToolLoopGuard.before_call
+            and type(self).after_call is ToolLoopGuard.after_call
+        ):
+            # The compiled twin runs the common path of both calls without a
+            # Python frame; a subclass that overrides them keeps its own.
+            calls = bind(self._enabled, weakref.ref(self), self._armed, _ALLOWED)
+            object.__setattr__(self, "before_call", calls.before_call)
+            object.__setattr__(self, "after_call", calls.after_call)
 
     @property
     def detector(self) -> LoopDetector:
@@ -140,14 +151,7 @@ class ToolLoopGuard:
         verdict = self._store.check_and_record(tool_name, args, tool_call_id, session, run_id)
         if verdict is NOT_STUCK:
             return _ALLOWED
-        key = scope_key(session, run_id)
-        if verdict.level == "critical":
-            self._report("block", key, tool_name, verdict)
-            return Decision(True, verdict.message, verdict, None)
-        warning = verdict if self._first_warning(key, verdict) else None
-        if warning is not None:
-            self._report("warning", key, tool_name, verdict)
-        return Decision(False, None, verdict, warning)
+        return self._decide(verdict, tool_name, session, run_id)
 
     def after_call(
         self,
@@ -166,34 +170,7 @@ class ToolLoopGuard:
         )
         if not self._armed:
             return record
-        key = scope_key(session, run_id)
-        if record is not None:
-            args_hash, result_hash = record.args_hash, record.result_hash
-        else:
-            args_hash, result_hash = hash_call(tool_name, args), None
-        with self._lock:
-            guard = self._armed.get(key)
-            if guard is None:
-                return record
-            verdict = guard.observe(tool_name, args_hash, result_hash)
-            if not guard.armed:
-                del self._armed[key]
-        if verdict.should_abort:
-            message = verdict.message
-            self._emit(
-                LoopEvent(
-                    "compaction_abort",
-                    key[0],
-                    key[1],
-                    tool_name,
-                    COMPACTION_DETECTOR,
-                    "critical",
-                    verdict.count,
-                    message,
-                )
-            )
-            raise CompactionLoopPersisted(tool_name, verdict.count, message)
-        return record
+        return self._observe(record, tool_name, args, session, run_id)
 
     def arm_post_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """Arm the scope's post-compaction guard; call when retrying after a compaction."""
@@ -306,6 +283,57 @@ class ToolLoopGuard:
         return guarded  # type: ignore[return-value,unused-ignore]
 
     # -- internals -------------------------------------------------------------------------
+
+    def _decide(
+        self, verdict: Verdict, tool_name: str, session: Hashable, run_id: str | None
+    ) -> Decision:
+        """The decision for a stuck verdict: block, or warn once per multiple."""
+        key = scope_key(session, run_id)
+        if verdict.level == "critical":
+            self._report("block", key, tool_name, verdict)
+            return Decision(True, verdict.message, verdict, None)
+        warning = verdict if self._first_warning(key, verdict) else None
+        if warning is not None:
+            self._report("warning", key, tool_name, verdict)
+        return Decision(False, None, verdict, warning)
+
+    def _observe(
+        self,
+        record: CallRecord | None,
+        tool_name: str,
+        args: Any,
+        session: Hashable,
+        run_id: str | None,
+    ) -> CallRecord | None:
+        """Feed an armed post-compaction guard; raises when it trips."""
+        key = scope_key(session, run_id)
+        if record is not None:
+            args_hash, result_hash = record.args_hash, record.result_hash
+        else:
+            args_hash, result_hash = hash_call(tool_name, args), None
+        with self._lock:
+            guard = self._armed.get(key)
+            if guard is None:
+                return record
+            verdict = guard.observe(tool_name, args_hash, result_hash)
+            if not guard.armed:
+                del self._armed[key]
+        if verdict.should_abort:
+            message = verdict.message
+            self._emit(
+                LoopEvent(
+                    "compaction_abort",
+                    key[0],
+                    key[1],
+                    tool_name,
+                    COMPACTION_DETECTOR,
+                    "critical",
+                    verdict.count,
+                    message,
+                )
+            )
+            raise CompactionLoopPersisted(tool_name, verdict.count, message)
+        return record
 
     def _state(self, key: ScopeKey) -> _ScopeState:
         """The scope's hook state, created on first use (caller holds the lock)."""
