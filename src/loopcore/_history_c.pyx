@@ -17,7 +17,7 @@ a ``ScanStats`` and ask the verdict table, whose answers it caches.
 
 cimport cython
 from cpython.dict cimport PyDict_Next, PyDict_Size
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.time cimport time as wall_clock
@@ -49,13 +49,26 @@ IMPLEMENTATION = "cython"
 
 cdef extern from *:
     """
-    /* Fill one slot of a slots class, as a frozen dataclass's own __init__
-       does through object.__setattr__, without the Python-level call. */
-    static int loopcore_set_member(PyObject *descr, PyObject *obj, PyObject *value) {
-        return Py_TYPE(descr)->tp_descr_set(descr, obj, value);
+    /* CallRecord is a frozen slots dataclass: its fields are object slots at
+       fixed offsets, which its own __init__ fills through object.__setattr__.
+       The record builder fills them directly (new references, empty slots). */
+    #include "structmember.h"
+    static Py_ssize_t loopcore_member_offset(PyObject *descr) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        return member->type == T_OBJECT_EX ? member->flags == 0 ? member->offset : -1 : -1;
+    }
+    static PyObject *loopcore_new_instance(PyTypeObject *type) {
+        return type->tp_alloc(type, 0);
+    }
+    static void loopcore_fill_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+        Py_INCREF(value);
+        *(PyObject **)((char *)obj + offset) = value;
     }
     """
-    int loopcore_set_member(object descr, object obj, object value) except -1
+    Py_ssize_t member_offset "loopcore_member_offset" (object descr)
+    void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
+    object new_instance "loopcore_new_instance" (PyTypeObject *type)
 
 cdef extern from *:
     """
@@ -104,9 +117,14 @@ _RECORD_FIELDS = (
     "result_hash",
     "unknown_tool_name",
 )
-cdef tuple RECORD_SLOTS = tuple(CallRecord.__dict__[name] for name in _RECORD_FIELDS)
-cdef bint FAST_RECORDS = all(type(d).__name__ == "member_descriptor" for d in RECORD_SLOTS)
-cdef object object_new = object.__new__
+cdef Py_ssize_t RECORD_OFFSETS[8]
+cdef bint FAST_RECORDS = (
+    type(CallRecord).__new__ is type.__new__ and CallRecord.__new__ is object.__new__
+)
+for _index, _name in enumerate(_RECORD_FIELDS):
+    RECORD_OFFSETS[_index] = member_offset(CallRecord.__dict__[_name])
+    FAST_RECORDS = FAST_RECORDS and RECORD_OFFSETS[_index] > 0
+cdef PyTypeObject *RECORD_TYPE = <PyTypeObject*>CallRecord
 
 
 cdef object make_record(
@@ -125,16 +143,15 @@ cdef object make_record(
         return CallRecord(
             tool_name, args_hash, call_id, key_tuple[0], key_tuple[1], timestamp, result, unknown
         )
-    record = object_new(CallRecord)
-    cdef tuple slots = RECORD_SLOTS
-    loopcore_set_member(slots[0], record, tool_name)
-    loopcore_set_member(slots[1], record, args_hash)
-    loopcore_set_member(slots[2], record, call_id)
-    loopcore_set_member(slots[3], record, key_tuple[0])
-    loopcore_set_member(slots[4], record, key_tuple[1])
-    loopcore_set_member(slots[5], record, timestamp)
-    loopcore_set_member(slots[6], record, result)
-    loopcore_set_member(slots[7], record, unknown)
+    record = new_instance(RECORD_TYPE)
+    fill_slot(record, RECORD_OFFSETS[0], tool_name)
+    fill_slot(record, RECORD_OFFSETS[1], args_hash)
+    fill_slot(record, RECORD_OFFSETS[2], call_id)
+    fill_slot(record, RECORD_OFFSETS[3], key_tuple[0])
+    fill_slot(record, RECORD_OFFSETS[4], key_tuple[1])
+    fill_slot(record, RECORD_OFFSETS[5], timestamp)
+    fill_slot(record, RECORD_OFFSETS[6], result)
+    fill_slot(record, RECORD_OFFSETS[7], unknown)
     return record
 
 
