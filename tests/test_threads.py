@@ -73,3 +73,30 @@ def test_threads_sharing_one_scope_and_evicting_do_not_corrupt_state() -> None:
     assert len(guard.detector._store) <= 3
     for run in range(4):
         assert len(guard.detector.history(session="shared", run_id=str(run))) <= 12
+
+
+def test_threads_growing_sweeping_and_ending_runs_together() -> None:
+    # Scopes come and go (slab growth, row reuse), every call has a fresh id
+    # (name-table sweeps) and readers walk histories while writers record.
+    guard = ToolLoopGuard(CONFIG, max_scopes=500)
+    detector = guard.detector
+
+    def agent(index: int) -> None:
+        for step in range(400):
+            run = f"run-{index}-{step // 10}"
+            args = {"step": step % 5, "agent": index}
+            guard.before_call(f"tool{step % 7}", args, tool_call_id=f"c{index}-{step}", run_id=run)
+            guard.after_call(
+                f"tool{step % 7}", args, result=step, tool_call_id=f"c{index}-{step}", run_id=run
+            )
+            records = detector.history(run_id=run)
+            assert records[-1].tool_call_id == f"c{index}-{step}"
+            if step % 10 == 9 and index % 2:
+                guard.end_run(run_id=run)
+
+    assert _run_threads(6, agent) == []
+    assert len(detector._store) <= 500
+    for step in range(0, 400, 10):
+        for record in detector.history(run_id=f"run-0-{step // 10}"):
+            assert record.tool_call_id is not None
+            assert record.tool_call_id.startswith("c0-")
