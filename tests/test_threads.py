@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 
@@ -100,3 +101,38 @@ def test_threads_growing_sweeping_and_ending_runs_together() -> None:
         for record in detector.history(run_id=f"run-0-{step // 10}"):
             assert record.tool_call_id is not None
             assert record.tool_call_id.startswith("c0-")
+
+
+class _SlowSession:
+    """A session whose hash and equality let other threads run mid-lookup."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __hash__(self) -> int:
+        time.sleep(0)
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        time.sleep(0)
+        return isinstance(other, _SlowSession) and other.name == self.name
+
+
+def test_threads_contending_inside_the_store_lock() -> None:
+    # Looking up these sessions releases the GIL while the store's lock is
+    # held, so other threads really do wait for it.
+    guard = ToolLoopGuard(CONFIG, max_scopes=4)
+    sessions = [_SlowSession(f"s{n}") for n in range(6)]
+
+    def agent(index: int) -> None:
+        for step in range(150):
+            session = sessions[(index + step) % len(sessions)]
+            args = {"step": step % 4}
+            decision = guard.before_call("read", args, session=session, run_id="r")
+            if not decision.blocked:
+                guard.after_call("read", args, result=step % 2, session=session, run_id="r")
+
+    assert _run_threads(6, agent) == []
+    assert len(guard.detector._store) <= 4
+    for session in sessions:
+        assert len(guard.detector.history(session=session, run_id="r")) <= CONFIG.history_size

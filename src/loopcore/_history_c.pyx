@@ -70,6 +70,12 @@ cdef extern from *:
     void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
     object new_instance "loopcore_new_instance" (PyTypeObject *type)
 
+cdef extern from "_lock.h":
+    ctypedef struct loopcore_lock:
+        pass
+    void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
+    void release "loopcore_lock_release" (loopcore_lock *lock)
+
 cdef extern from *:
     """
     #ifdef Py_GIL_DISABLED
@@ -338,7 +344,7 @@ cdef class HistoryStore:
     cdef readonly dict names
     cdef Py_ssize_t sweep_at
     cdef dict verdicts
-    cdef cython.pymutex lock
+    cdef loopcore_lock lock
 
     # The last flat args dict hashed, with owned references to its keys and
     # values: a gateway hashes the same args for the check, the record and the
@@ -410,16 +416,22 @@ cdef class HistoryStore:
     cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
         cdef uint64_t found
         if GIL_DISABLED:
-            with self.lock:
+            acquire(&self.lock)
+            try:
                 if self.memo_hit(tool_name, args):
                     return self.memo_hash
+            finally:
+                release(&self.lock)
         elif self.memo_hit(tool_name, args):
             return self.memo_hash
         found = hash_call(tool_name, args)
         if type(args) is dict:
             if GIL_DISABLED:
-                with self.lock:
+                acquire(&self.lock)
+                try:
                     self.memo_store(tool_name, <dict>args, found)
+                finally:
+                    release(&self.lock)
             else:
                 self.memo_store(tool_name, <dict>args, found)
         return found
@@ -467,17 +479,16 @@ cdef class HistoryStore:
         cdef PyObject *value
         if n > MEMO_ENTRIES:
             return
+        self.memo_clear()
+        # One pass: borrowed pointers first, owned only once every entry qualifies.
         while PyDict_Next(args, &pos, &key, &value):
             if not (is_immutable_scalar(value) and PyUnicode_CheckExact(<object>key)):
                 return
-        self.memo_clear()
-        pos = 0
-        while PyDict_Next(args, &pos, &key, &value):
-            Py_INCREF(<object>key)
-            Py_INCREF(<object>value)
             self.memo_items[i] = key
             self.memo_items[i + 1] = value
             i += 2
+        for i in range(2 * n):
+            Py_INCREF(<object>self.memo_items[i])
         Py_INCREF(args)
         Py_INCREF(tool_name)
         self.memo_args = <PyObject*>args
@@ -506,11 +517,14 @@ cdef class HistoryStore:
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
         cdef Scan scan
         cdef Py_ssize_t row
-        with self.lock:
+        acquire(&self.lock)
+        try:
             row = self.find_row(key)
             if row < 0 or not self.scan_row(row, tool_hash, args_hash, &scan):
                 return NOT_STUCK
             names = self.names_of(&scan)
+        finally:
+            release(&self.lock)
         return self.decide(&scan, tool_name, args, names)
 
     cpdef object check_and_record(self, tool_name, args, tool_call_id, session, run_id):
@@ -524,7 +538,8 @@ cdef class HistoryStore:
         cdef double now = wall_clock()
         cdef Scan scan
         cdef Py_ssize_t row
-        with self.lock:
+        acquire(&self.lock)
+        try:
             row = self.find_row(key)
             if row < 0 or not self.scan_row(row, tool_hash, args_hash, &scan):
                 self.append(
@@ -533,13 +548,18 @@ cdef class HistoryStore:
                 )
                 return NOT_STUCK
             names = self.names_of(&scan)
+        finally:
+            release(&self.lock)
         verdict = self.decide(&scan, tool_name, args, names)
         if verdict.level != "critical":
-            with self.lock:
+            acquire(&self.lock)
+            try:
                 self.append(
                     key, self.find_row(key), tool_name, tool_hash, args_hash, tool_call_id,
                     call_hash, now, 0, False, None, 0,
                 )
+            finally:
+                release(&self.lock)
         return verdict
 
     cpdef object record_call(self, tool_name, args, tool_call_id, session, run_id):
@@ -551,11 +571,14 @@ cdef class HistoryStore:
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
         cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
         cdef double now = wall_clock()
-        with self.lock:
+        acquire(&self.lock)
+        try:
             self.append(
                 key, self.find_row(key), tool_name, tool_hash, args_hash, tool_call_id,
                 call_hash, now, 0, False, None, 0,
             )
+        finally:
+            release(&self.lock)
 
     cpdef object record_outcome(self, tool_name, args, result, error, tool_call_id, session, run_id):
         """Fill the newest pending record of this call, or append one.
@@ -580,7 +603,8 @@ cdef class HistoryStore:
         cdef double now
         cdef Py_ssize_t row, slot, index, n, base
         cdef int32_t h = <int32_t>self.history_size
-        with self.lock:
+        acquire(&self.lock)
+        try:
             row = self.find_row(key)
             if row >= 0:
                 base = row * self.history_size
@@ -613,6 +637,8 @@ cdef class HistoryStore:
                 key, row, tool_name, tool_hash, args_hash, tool_call_id, call_hash, now,
                 result_hash, True, unknown, unknown_hash,
             )
+        finally:
+            release(&self.lock)
         return make_record(tool_name, args_hash, tool_call_id, key, now, result_hash, True, unknown)
 
     def bind_gateway(self, enabled, guard_ref, armed, allowed):
@@ -630,7 +656,8 @@ cdef class HistoryStore:
         key = self.key_of(session, run_id)
         cdef Py_ssize_t row, slot, index, n, count
         out = []
-        with self.lock:
+        acquire(&self.lock)
+        try:
             row = self.find_row(key)
             if row < 0:
                 return out
@@ -653,21 +680,27 @@ cdef class HistoryStore:
                     )
                 )
                 slot = slot + 1 if slot + 1 < self.history_size else 0
+        finally:
+            release(&self.lock)
         return out
 
     def drop(self, session, run_id):
         key = self.key_of(session, run_id)
-        with self.lock:
+        acquire(&self.lock)
+        try:
             found = self.rows.get(key)
             if found is None:
                 return False
             self.release(key, found)
+        finally:
+            release(&self.lock)
         return True
 
     def drop_session(self, session):
         _py_scope_key(session, None)
         cdef Py_ssize_t dropped = 0
-        with self.lock:
+        acquire(&self.lock)
+        try:
             entry = self.by_session.get(session)
             if entry is None:
                 return 0
@@ -675,18 +708,23 @@ cdef class HistoryStore:
             for key in keys:
                 self.release(key, self.rows[key])
                 dropped += 1
+        finally:
+            release(&self.lock)
         return dropped
 
     def scan(self, key, tool_name, args_hash):
         """Every SPEC §4 count for a call about to run, as a ``ScanStats`` (for tests)."""
         cdef Scan scan
         cdef Py_ssize_t row
-        with self.lock:
+        acquire(&self.lock)
+        try:
             row = self.find_row(key)
             if row < 0:
                 return ScanStats()
             self.scan_row(row, str_hash(tool_name), args_hash, &scan)
             return self.stats_of(&scan, self.names_of(&scan))
+        finally:
+            release(&self.lock)
 
     # -- internals: verdicts ----------------------------------------------------------------
 
