@@ -19,9 +19,13 @@ cimport cython
 from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
-from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.time cimport time as wall_clock
-from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
+from cpython.unicode cimport (
+    Py_UNICODE_ISSPACE,
+    PyUnicode_CheckExact,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_READ_CHAR,
+)
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memset
 
@@ -103,7 +107,7 @@ cdef enum:
     HAS_CALL_ID = 4
     # Verdicts are pure functions of a scan; this many distinct ones are remembered.
     VERDICT_CACHE_SIZE = 4096
-    # The name table is swept once it holds this many more names than the rings use.
+    # The name table is first swept at this size, then at twice what survived.
     MIN_SWEEP = 1024
     # Entries of a flat args dict whose hash is remembered for the next call.
     MEMO_ENTRIES = 8
@@ -250,7 +254,9 @@ cdef object content_text(object content):
             return None
     if first is None:
         return ""
-    joined = first if texts is None else "\n".join(texts)
+    # str.join gives an exact str, as the Python rule's join does: a str
+    # subclass's own strip() must not run.
+    joined = first if texts is None and type(first) is str else "\n".join(texts or [first])
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(joined)
     if n and (
         Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(joined, 0))
@@ -350,6 +356,10 @@ cdef class HistoryStore:
     # values: a gateway hashes the same args for the check, the record and the
     # outcome, and identical immutable entries mean identical bytes.
     cdef PyObject *memo_args
+    cdef PyObject *memo_tool
+    cdef PyObject *memo_items[2 * MEMO_ENTRIES]
+    cdef Py_ssize_t memo_size
+    cdef uint64_t memo_hash
     # The last scope key and tool name seen, reused while the caller passes the
     # same objects (GIL builds only: replacing them must not race).
     cdef object last_key
@@ -361,10 +371,6 @@ cdef class HistoryStore:
     # The tool name interned last: interned again only after a sweep.
     cdef uint64_t interned_tool
     cdef bint has_interned_tool
-    cdef PyObject *memo_tool
-    cdef PyObject *memo_items[2 * MEMO_ENTRIES]
-    cdef Py_ssize_t memo_size
-    cdef uint64_t memo_hash
 
     def __init__(
         self,
@@ -377,12 +383,14 @@ cdef class HistoryStore:
         outcome,
         plain_outcome_exclusions=(),
     ):
+        if self.capacity:
+            raise RuntimeError("HistoryStore is already initialised")
         if isinstance(max_scopes, bool) or not isinstance(max_scopes, int) or max_scopes < 1:
             raise ValueError(f"max_scopes: expected a positive integer, got {max_scopes!r}")
         if history_size < 1:
             raise ValueError(f"history_size: expected a positive integer, got {history_size}")
         if history_size * 8 > (1 << 40):
-            raise ValueError(f"history_size: too large, got {history_size}")
+            raise ValueError(f"history_size: too large for a ring slab, got {history_size}")
         self.history_size = history_size
         self.max_scopes = min(max_scopes, 0x7FFFFFFF)
         self.alarm = alarm
