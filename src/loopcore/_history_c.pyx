@@ -74,6 +74,16 @@ cdef extern from *:
     void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
     object new_instance "loopcore_new_instance" (PyTypeObject *type)
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define LOOPCORE_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    #else
+    #define LOOPCORE_PREFETCH(p) ((void)(p))
+    #endif
+    """
+    void prefetch "LOOPCORE_PREFETCH" (const void *p) noexcept nogil
+
 cdef extern from "_lock.h":
     ctypedef struct loopcore_lock:
         pass
@@ -292,6 +302,13 @@ cdef uint64_t hash_generic(object details, object text) except? 0:
         enc_free(&enc)
 
 
+cdef struct RowMeta:
+    int32_t head
+    int32_t fill
+    int32_t older
+    int32_t newer
+
+
 cdef struct Scan:
     int64_t recent
     int64_t streak
@@ -333,12 +350,10 @@ cdef class HistoryStore:
     cdef double *ts
     cdef uint8_t *flag
 
-    # per row: next write slot, records held, LRU neighbours; and the free rows
-    cdef object row_meta
-    cdef int32_t *head
-    cdef int32_t *fill
-    cdef int32_t *older
-    cdef int32_t *newer
+    # per row, side by side so a row's bookkeeping is one cache line: next
+    # write slot, records held, LRU neighbours; and the stack of free rows
+    cdef readonly object row_meta, free_list
+    cdef RowMeta *meta
     cdef int32_t *free_rows
     cdef Py_ssize_t free_count
     cdef int32_t oldest_row
@@ -521,6 +536,7 @@ cdef class HistoryStore:
         """The verdict for a call about to run; records nothing."""
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
+        self.warm_row(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
         cdef Scan scan
@@ -539,6 +555,7 @@ cdef class HistoryStore:
         """``check``, then record the call unless the verdict is critical."""
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
+        self.warm_row(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         valid_call_id(tool_call_id)
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
@@ -569,6 +586,30 @@ cdef class HistoryStore:
             finally:
                 release(&self.lock)
         return verdict
+
+    cdef void warm_row(self, object key) except *:
+        """Start fetching the scope's row, so that hashing the args hides the wait.
+
+        With many live scopes a row is rarely in cache; the scan reads its args
+        column and newest slot, the append writes next to them.
+        """
+        cdef Py_ssize_t row, slot, index, offset
+        acquire(&self.lock)
+        try:
+            row = self.find_row(key)
+            if row < 0:
+                return
+            slot = self.meta[row].head
+            index = row * self.history_size + (slot - 1 if slot > 0 else self.history_size - 1)
+            # The first lines of the column; the hardware prefetcher follows on.
+            for offset in range(0, min(self.history_size, 256), 8):
+                prefetch(&self.args[row * self.history_size + offset])
+            prefetch(&self.tool[index])
+            prefetch(&self.result[index])
+            prefetch(&self.flag[index])
+            prefetch(&self.ts[row * self.history_size + slot])
+        finally:
+            release(&self.lock)
 
     cpdef object record_call(self, tool_name, args, tool_call_id, session, run_id):
         """Append a call without outcome."""
@@ -616,8 +657,8 @@ cdef class HistoryStore:
             row = self.find_row(key)
             if row >= 0:
                 base = row * self.history_size
-                slot = self.head[row]
-                for n in range(self.fill[row]):
+                slot = self.meta[row].head
+                for n in range(self.meta[row].fill):
                     slot = slot - 1 if slot > 0 else h - 1
                     index = base + slot
                     if (
@@ -669,8 +710,8 @@ cdef class HistoryStore:
             row = self.find_row(key)
             if row < 0:
                 return out
-            count = self.fill[row]
-            slot = self.head[row] - count
+            count = self.meta[row].fill
+            slot = self.meta[row].head - count
             if slot < 0:
                 slot += self.history_size
             for n in range(count):
@@ -784,8 +825,8 @@ cdef class HistoryStore:
         """One newest-first pass over a row (``_history_py._scan``); True when alarmed."""
         cdef Py_ssize_t h = self.history_size
         cdef Py_ssize_t base = row * h
-        cdef Py_ssize_t count = self.fill[row]
-        cdef Py_ssize_t slot = self.head[row]
+        cdef Py_ssize_t count = self.meta[row].fill
+        cdef Py_ssize_t slot = self.meta[row].head
         cdef Py_ssize_t position, index
         memset(out, 0, sizeof(Scan))
         out.tool_hash = tool_hash
@@ -815,13 +856,15 @@ cdef class HistoryStore:
         cdef uint64_t record_hash, record_result
         cdef bint has_result
 
+        # Only the args column is read for every record; results and flags are
+        # read for matches and the alternating tail, so a scan of a cold row
+        # touches few cache lines.
         for position in range(count):
             record_hash = args[index]
-            record_result = result[index]
-            has_result = (flag[index] & HAS_RESULT) != 0
             if record_hash == args_hash:
                 recent += 1
-                if streak_open and has_result:
+                if streak_open and flag[index] & HAS_RESULT:
+                    record_result = result[index]
                     if not has_reference:
                         reference = record_result
                         has_reference = True
@@ -840,6 +883,8 @@ cdef class HistoryStore:
                 else:
                     unknown_open = False
             if tail_open and position > 0:
+                has_result = (flag[index] & HAS_RESULT) != 0
+                record_result = result[index] if has_result else 0
                 if position == 1:
                     if record_hash == side_a:
                         tail_open = False
@@ -949,25 +994,27 @@ cdef class HistoryStore:
     ) except -1:
         if row < 0:
             row = self.new_row(key)
-        cdef Py_ssize_t slot = self.head[row]
+        cdef Py_ssize_t slot = self.meta[row].head
         cdef Py_ssize_t index = row * self.history_size + slot
         cdef uint8_t flags = 0
         self.tool[index] = tool_hash
         self.args[index] = args_hash
         self.ts[index] = now
-        self.result[index] = result_hash
-        self.call_id[index] = call_hash
-        self.unknown[index] = unknown_hash
+        # Absent fields keep stale values: the flags say what is there, and
+        # leaving them untouched spares a cold row three cache lines.
         if has_result:
             flags |= HAS_RESULT
+            self.result[index] = result_hash
         if call_id is not None:
             flags |= HAS_CALL_ID
+            self.call_id[index] = call_hash
         if unknown is not None:
             flags |= HAS_UNKNOWN
+            self.unknown[index] = unknown_hash
         self.flag[index] = flags
-        self.head[row] = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
-        if self.fill[row] < self.history_size:
-            self.fill[row] += 1
+        self.meta[row].head = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
+        if self.meta[row].fill < self.history_size:
+            self.meta[row].fill += 1
         # Names are interned after the slot is written, so a sweep keeps them.
         if tool_hash != self.interned_tool or not self.has_interned_tool:
             self.intern(tool_hash, tool_name)
@@ -1002,7 +1049,7 @@ cdef class HistoryStore:
         cdef Py_ssize_t n = 0, row, slot, index
         cdef Py_ssize_t h = self.history_size
         for row in range(self.capacity):
-            for slot in range(self.fill[row]):
+            for slot in range(self.meta[row].fill):
                 index = row * h + slot
                 out[n] = self.tool[index]
                 n += 1
@@ -1025,8 +1072,8 @@ cdef class HistoryStore:
             self.grow(min(self.max_scopes, 2 * self.capacity))
         self.free_count -= 1
         cdef int32_t row = self.free_rows[self.free_count]
-        self.head[row] = 0
-        self.fill[row] = 0
+        self.meta[row].head = 0
+        self.meta[row].fill = 0
         self.rows[key] = row
         self.row_keys[row] = key
         session = (<tuple>key)[0]
@@ -1054,30 +1101,30 @@ cdef class HistoryStore:
         elif entry is not None:
             del self.by_session[session]
         self.unlink(<int32_t>row)
-        self.fill[row] = 0
-        self.head[row] = 0
+        self.meta[row].fill = 0
+        self.meta[row].head = 0
         self.free_rows[self.free_count] = <int32_t>row
         self.free_count += 1
         self.live -= 1
         return 0
 
     cdef void link_newest(self, int32_t row) noexcept:
-        self.older[row] = self.newest_row
-        self.newer[row] = -1
+        self.meta[row].older = self.newest_row
+        self.meta[row].newer = -1
         if self.newest_row >= 0:
-            self.newer[self.newest_row] = row
+            self.meta[self.newest_row].newer = row
         else:
             self.oldest_row = row
         self.newest_row = row
 
     cdef void unlink(self, int32_t row) noexcept:
-        cdef int32_t before = self.older[row], after = self.newer[row]
+        cdef int32_t before = self.meta[row].older, after = self.meta[row].newer
         if before >= 0:
-            self.newer[before] = after
+            self.meta[before].newer = after
         else:
             self.oldest_row = after
         if after >= 0:
-            self.older[after] = before
+            self.meta[after].older = before
         else:
             self.newest_row = before
 
@@ -1105,9 +1152,11 @@ cdef class HistoryStore:
             if old:
                 fresh[:old] = getattr(self, name)
             arrays.append(fresh)
-        meta = np.zeros((5, capacity), dtype=np.int32)
+        meta = np.zeros((capacity, 4), dtype=np.int32)
+        free_list = np.zeros(capacity, dtype=np.int32)
         if old:
-            meta[:, :old] = self.row_meta
+            meta[:old] = self.row_meta
+            free_list[:old] = self.free_list
         (
             self.tool_hashes,
             self.args_hashes,
@@ -1118,6 +1167,7 @@ cdef class HistoryStore:
             self.flags,
         ) = arrays
         self.row_meta = meta
+        self.free_list = free_list
         cdef uint64_t[:, ::1] view
         view = self.tool_hashes
         self.tool = &view[0, 0]
@@ -1134,11 +1184,9 @@ cdef class HistoryStore:
         cdef uint8_t[:, ::1] flag_view = self.flags
         self.flag = &flag_view[0, 0]
         cdef int32_t[:, ::1] meta_view = meta
-        self.head = &meta_view[0, 0]
-        self.fill = &meta_view[1, 0]
-        self.older = &meta_view[2, 0]
-        self.newer = &meta_view[3, 0]
-        self.free_rows = &meta_view[4, 0]
+        self.meta = <RowMeta*>&meta_view[0, 0]
+        cdef int32_t[::1] free_view = free_list
+        self.free_rows = &free_view[0]
         # Free rows are popped from the end: push the new ones highest first.
         cdef Py_ssize_t row
         for row in range(capacity - 1, old - 1, -1):
