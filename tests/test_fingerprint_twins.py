@@ -375,6 +375,24 @@ def test_many_entries_use_the_full_sort() -> None:
     assert_same({str(i): list(range(i)) for i in range(200)})
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [
+        # Lengths are little-endian in the encoding: 256 ("\x00\x01...") sorts
+        # before 1 ("\x01\x00..."), and 257 before 2.
+        ["a", "b" * 256, "c" * 255, "d" * 257, "e" * 2, "f" * 512, "g" * 65536],
+        ["path", "offset", "limit", "p", "pa", "limiu", "limis"],
+        ["same", "samf", "samd", "sam", "samee"],
+        ["x\u00e9", "xy", "x"],  # one key not ASCII: the general sort
+    ],
+)
+def test_small_dicts_order_str_keys_as_encoded(keys: list[str]) -> None:
+    for rotation in range(len(keys)):
+        ordered = keys[rotation:] + keys[:rotation]
+        assert_same({key: index for index, key in enumerate(ordered)})
+        assert_same({key: [key, {key: None}] for key in reversed(ordered)})
+
+
 def test_item_filter_is_the_reference_path() -> None:
     def drop_ids(mapping: Mapping[Any, Any]) -> Any:
         return ((k, v) for k, v in mapping.items() if k != "id")

@@ -95,6 +95,26 @@ cdef extern from *:
         return n;
     }
 
+    /* Do compact-ASCII str keys ``a`` and ``b`` encode in this order? Their
+       encodings are 's', the 8-byte little-endian length, then the bytes, so
+       they compare as that length's bytes, low byte first, then the text. */
+    static inline int lc_ascii_key_before(PyObject *a, PyObject *b) {
+        Py_ssize_t la = PyUnicode_GET_LENGTH(a), lb = PyUnicode_GET_LENGTH(b);
+        if (la != lb) {
+            size_t x = (size_t)la, y = (size_t)lb;
+            while ((x & 0xFF) == (y & 0xFF)) {
+                x >>= 8;
+                y >>= 8;
+            }
+            return (x & 0xFF) < (y & 0xFF);
+        }
+        return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)la) < 0;
+    }
+
+    static inline int lc_is_ascii_str(PyObject *o) {
+        return PyUnicode_CheckExact(o) && PyUnicode_IS_COMPACT_ASCII(o);
+    }
+
     /* New references to a list's items, or -1 when it holds more than ``cap``. */
     static Py_ssize_t lc_list_items(PyObject *l, PyObject **out, Py_ssize_t cap) {
         Py_ssize_t n = -1, i;
@@ -141,6 +161,8 @@ cdef extern from *:
         LC_NONE, LC_TRUE, LC_FALSE, LC_BYTES, LC_BYTEARRAY, LC_SET
     int lc_kind(PyObject *o) noexcept
     Py_ssize_t lc_dict_pairs(PyObject *d, PyObject **out, Py_ssize_t cap) noexcept
+    bint lc_ascii_key_before(PyObject *a, PyObject *b) noexcept
+    bint lc_is_ascii_str(PyObject *o) noexcept
     Py_ssize_t lc_list_items(PyObject *l, PyObject **out, Py_ssize_t cap) noexcept
     Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) noexcept
     int lc_unicode_ready(PyObject *s) except -1
@@ -651,6 +673,9 @@ cdef int _encode_dict(Walk *w, PyObject *v, int depth, PathNode *path) except -1
         if n >= 0:
             break
     w.nrefs = base + 2 * n
+    if n <= _SMALL_SORT and _encode_ascii_keyed(w, base, n, depth, &node):
+        _refs_release(w, base)
+        return 0
     _put_head(w.enc, c'd', <uint64_t>n)
     spans = _spans_push(w, n)
     for i in range(n):
@@ -663,6 +688,36 @@ cdef int _encode_dict(Walk *w, PyObject *v, int depth, PathNode *path) except -1
     w.nspans = spans
     _refs_release(w, base)
     return 0
+
+
+cdef int _encode_ascii_keyed(
+    Walk *w, Py_ssize_t base, Py_ssize_t n, int depth, PathNode *node
+) except -1:
+    """A small dict whose keys are all ASCII str: put the entries in order first.
+
+    Distinct keys encode distinctly, so ordering the keys orders the entries,
+    and they can be written in place: no spans, no copying. Returns 0 (nothing
+    written) when a key is not ASCII str.
+    """
+    cdef int order[_SMALL_SORT]
+    cdef Py_ssize_t i, j
+    cdef int tmp
+    cdef PyObject **refs = w.refs + base
+    for i in range(n):
+        if not lc_is_ascii_str(refs[2 * i]):
+            return 0
+        tmp = <int>i
+        j = i
+        while j > 0 and lc_ascii_key_before(refs[2 * tmp], refs[2 * order[j - 1]]):
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = tmp
+    _put_head(w.enc, c'd', <uint64_t>n)
+    for i in range(n):
+        # w.refs may move while a value pushes its own: index it afresh.
+        _put_str(w.enc, w.refs[base + 2 * order[i]])
+        _item(w, w.refs[base + 2 * order[i] + 1], depth + 1, node)
+    return 1
 
 
 cdef int _encode_list(Walk *w, PyObject *v, int depth, PathNode *path) except -1:
