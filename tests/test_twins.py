@@ -350,3 +350,56 @@ def test_session_index_survives_mixed_runs() -> None:
     det.end_session("s")
     assert len(det._store) == 1
     assert len(det.history(session="t", run_id="a")) == 1
+
+
+class _Colliding:
+    """A session whose hash collides with every other one of its kind."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __hash__(self) -> int:
+        return 7
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Colliding) and other.name == self.name
+
+
+def test_many_scopes_come_and_go_like_the_python_twin() -> None:
+    # Thousands of scopes inserted, touched, ended and evicted: the compiled
+    # scope table (open addressing with tombstones and rebuilds) must find
+    # exactly the scopes the Python twin's dict finds, equal keys given as
+    # different objects included.
+    import random
+
+    rng = random.Random(20261130)
+    config = {"enabled": True, "historySize": 3}
+    python = build(_history_py.HistoryStore, config, max_scopes=700)
+    compiled = build(_history_c.HistoryStore, config, max_scopes=700)
+    sessions: list[Any] = [None, "s", 5, *(_Colliding(f"c{n}") for n in range(40))]
+    for step in range(12_000):
+        session = rng.choice(sessions)
+        if isinstance(session, _Colliding) and rng.random() < 0.5:
+            session = _Colliding(session.name)  # equal, not identical
+        run_id = f"run-{rng.randrange(400)}" if rng.random() < 0.9 else None
+        if rng.random() < 0.3:
+            run_id = "".join(run_id) if run_id else run_id  # an equal copy
+        move = rng.random()
+        for det in (python, compiled):
+            if move < 0.75:
+                det.record_call("read", {"step": step % 3}, session=session, run_id=run_id)
+            elif move < 0.95:
+                det.end_run(session=session, run_id=run_id)
+            else:
+                det.end_session(session)
+        if step % 500 == 0 or move >= 0.75:
+            assert comparable(compiled.history(session=session, run_id=run_id)) == comparable(
+                python.history(session=session, run_id=run_id)
+            )
+        assert len(compiled._store) == len(python._store)
+    for session in sessions:
+        for run in range(400):
+            run_id = f"run-{run}"
+            assert comparable(compiled.history(session=session, run_id=run_id)) == comparable(
+                python.history(session=session, run_id=run_id)
+            )

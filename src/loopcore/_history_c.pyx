@@ -26,7 +26,7 @@ from cpython.unicode cimport (
     PyUnicode_GET_LENGTH,
     PyUnicode_READ_CHAR,
 )
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memset
 
 from ._fingerprint_c cimport (
@@ -112,6 +112,8 @@ cdef extern from *:
     bint is_immutable_scalar "loopcore_is_immutable_scalar" (PyObject *value) noexcept
 
 cdef enum:
+    SLOT_EMPTY = -1
+    SLOT_DELETED = -2
     HAS_RESULT = 1
     HAS_UNKNOWN = 2
     HAS_CALL_ID = 4
@@ -173,6 +175,16 @@ cdef object make_record(
     fill_slot(record, RECORD_OFFSETS[6], result)
     fill_slot(record, RECORD_OFFSETS[7], unknown)
     return record
+
+
+cdef inline int64_t scope_hash(tuple key) except? -1:
+    """A well-mixed 64-bit hash of a scope key's parts (str hashes are cached)."""
+    cdef uint64_t h = <uint64_t>hash(key[0]) * 0x9E3779B97F4A7C15ULL
+    h ^= <uint64_t>hash(key[1]) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2)
+    h ^= h >> 31
+    h *= 0xBF58476D1CE4E5B9ULL
+    h ^= h >> 29
+    return <int64_t>(h >> 1)
 
 
 cdef inline bint plain_run_id(object run_id):
@@ -307,6 +319,18 @@ cdef struct RowMeta:
     int32_t fill
     int32_t older
     int32_t newer
+    # The scope key's hash and parts (borrowed: row_keys holds the key), so a
+    # lookup that is handed the same objects never leaves this cache line.
+    int64_t key_hash
+    PyObject *session
+    PyObject *run_id
+
+
+cdef struct Slot:
+    # One entry of the open-addressing table from scope key to row: the low
+    # half of the key's hash (the row's bookkeeping has all of it) and the row.
+    uint32_t key_hash
+    int32_t row
 
 
 cdef struct Scan:
@@ -352,14 +376,20 @@ cdef class HistoryStore:
 
     # per row, side by side so a row's bookkeeping is one cache line: next
     # write slot, records held, LRU neighbours; and the stack of free rows
-    cdef readonly object row_meta, free_list
+    cdef object row_meta, free_list
     cdef RowMeta *meta
     cdef int32_t *free_rows
+    # scope key -> row: linear probing over (hash, row) slots, so finding a
+    # row costs one slot and its own bookkeeping line, not a dict's entries,
+    # a key tuple and an int object
+    cdef object table
+    cdef Slot *slots
+    cdef Py_ssize_t table_mask
+    cdef Py_ssize_t table_used
     cdef Py_ssize_t free_count
     cdef int32_t oldest_row
     cdef int32_t newest_row
 
-    cdef dict rows
     cdef list row_keys
     cdef dict by_session
     cdef readonly dict names
@@ -413,7 +443,6 @@ cdef class HistoryStore:
         self.verdict_fn = verdict
         self.outcome_fn = outcome
         self.exclusions = frozenset(plain_outcome_exclusions)
-        self.rows = {}
         self.row_keys = []
         self.by_session = {}
         self.names = {}
@@ -427,6 +456,7 @@ cdef class HistoryStore:
         self.oldest_row = -1
         self.newest_row = -1
         self.grow(min(self.max_scopes, 8))
+        self.resize_table(16)
 
     def __len__(self):
         return self.live
@@ -735,12 +765,13 @@ cdef class HistoryStore:
 
     def drop(self, session, run_id):
         key = self.key_of(session, run_id)
+        cdef Py_ssize_t row
         acquire(&self.lock)
         try:
-            found = self.rows.get(key)
-            if found is None:
+            row = self.lookup(key)
+            if row < 0:
                 return False
-            self.release(key, found)
+            self.release(key, row)
         finally:
             release(&self.lock)
         return True
@@ -755,7 +786,7 @@ cdef class HistoryStore:
                 return 0
             keys = list(entry) if type(entry) is set else [entry]
             for key in keys:
-                self.release(key, self.rows[key])
+                self.release(key, self.lookup(key))
                 dropped += 1
         finally:
             release(&self.lock)
@@ -968,14 +999,79 @@ cdef class HistoryStore:
         if key is self.found_key:
             row = self.found_row
         else:
-            found = self.rows.get(key)
-            if found is None:
+            row = self.lookup(key)
+            if row < 0:
                 return -1
-            row = <Py_ssize_t>found
             self.found_key = key
             self.found_row = row
         self.touch(<int32_t>row)
         return row
+
+    cdef Py_ssize_t lookup(self, object key) except -2:
+        """The key's row or -1, without touching the LRU order."""
+        cdef tuple parts = <tuple>key
+        cdef int64_t key_hash = scope_hash(parts)
+        cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
+        cdef int32_t row
+        cdef RowMeta *meta
+        while True:
+            row = self.slots[index].row
+            if row == SLOT_EMPTY:
+                return -1
+            if row >= 0 and self.slots[index].key_hash == <uint32_t>key_hash:
+                meta = &self.meta[row]
+                if (meta.session == <PyObject*>parts[0] and meta.run_id == <PyObject*>parts[1]) or (
+                    self.row_keys[row] == key
+                ):
+                    return row
+            index = (index + 1) & self.table_mask
+
+    cdef int table_insert(self, int32_t row) except -1:
+        if (self.table_used + 1) * 2 > self.table_mask + 1:
+            self.resize_table(2 * (self.live + 1))
+        cdef int64_t key_hash = self.meta[row].key_hash
+        cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
+        while self.slots[index].row >= 0:
+            index = (index + 1) & self.table_mask
+        if self.slots[index].row == SLOT_EMPTY:
+            self.table_used += 1
+        self.slots[index].key_hash = <uint32_t>key_hash
+        self.slots[index].row = row
+        return 0
+
+    cdef void table_delete(self, int32_t row) noexcept:
+        # Tombstoned, not emptied, so that probes for keys further on go on.
+        cdef int64_t key_hash = self.meta[row].key_hash
+        cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
+        while self.slots[index].row != row:
+            index = (index + 1) & self.table_mask
+        self.slots[index].row = SLOT_DELETED
+
+    cdef int resize_table(self, Py_ssize_t wanted) except -1:
+        """Rebuild the table, without tombstones, at most half full with ``wanted`` keys."""
+        cdef Py_ssize_t size = 16, index
+        while size < 2 * wanted:
+            size *= 2
+        table = np.empty(size * sizeof(Slot), dtype=np.uint8)
+        cdef uint8_t[::1] view = table
+        cdef Slot *slots = <Slot*>&view[0]
+        for index in range(size):
+            slots[index].row = SLOT_EMPTY
+        cdef int32_t row = self.newest_row
+        cdef int64_t key_hash
+        while row >= 0:
+            key_hash = self.meta[row].key_hash
+            index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>(size - 1))
+            while slots[index].row != SLOT_EMPTY:
+                index = (index + 1) & (size - 1)
+            slots[index].key_hash = <uint32_t>key_hash
+            slots[index].row = row
+            row = self.meta[row].older
+        self.table = table
+        self.slots = slots
+        self.table_mask = size - 1
+        self.table_used = self.live
+        return 0
 
     cdef int append(
         self,
@@ -1074,7 +1170,10 @@ cdef class HistoryStore:
         cdef int32_t row = self.free_rows[self.free_count]
         self.meta[row].head = 0
         self.meta[row].fill = 0
-        self.rows[key] = row
+        self.meta[row].key_hash = scope_hash(<tuple>key)
+        self.meta[row].session = <PyObject*>(<tuple>key)[0]
+        self.meta[row].run_id = <PyObject*>(<tuple>key)[1]
+        self.table_insert(row)
         self.row_keys[row] = key
         session = (<tuple>key)[0]
         entry = self.by_session.get(session)
@@ -1089,7 +1188,9 @@ cdef class HistoryStore:
         return row
 
     cdef int release(self, object key, Py_ssize_t row) except -1:
-        del self.rows[key]
+        self.table_delete(<int32_t>row)
+        self.meta[row].session = NULL
+        self.meta[row].run_id = NULL
         self.found_key = None
         self.row_keys[row] = None
         session = (<tuple>key)[0]
@@ -1152,10 +1253,10 @@ cdef class HistoryStore:
             if old:
                 fresh[:old] = getattr(self, name)
             arrays.append(fresh)
-        meta = np.zeros((capacity, 4), dtype=np.int32)
+        meta = np.zeros(capacity * sizeof(RowMeta), dtype=np.uint8)
         free_list = np.zeros(capacity, dtype=np.int32)
         if old:
-            meta[:old] = self.row_meta
+            meta[: old * sizeof(RowMeta)] = self.row_meta
             free_list[:old] = self.free_list
         (
             self.tool_hashes,
@@ -1183,8 +1284,8 @@ cdef class HistoryStore:
         self.ts = &ts_view[0, 0]
         cdef uint8_t[:, ::1] flag_view = self.flags
         self.flag = &flag_view[0, 0]
-        cdef int32_t[:, ::1] meta_view = meta
-        self.meta = <RowMeta*>&meta_view[0, 0]
+        cdef uint8_t[::1] meta_view = meta
+        self.meta = <RowMeta*>&meta_view[0]
         cdef int32_t[::1] free_view = free_list
         self.free_rows = &free_view[0]
         # Free rows are popped from the end: push the new ones highest first.
