@@ -413,6 +413,8 @@ cdef class HistoryStore:
     # The key object whose row was found last (caller holds the lock).
     cdef object found_key
     cdef Py_ssize_t found_row
+    # The last tool name found to have no special outcome rule.
+    cdef object plain_tool
     # The tool name interned last: interned again only after a sweep.
     cdef uint64_t interned_tool
     cdef bint has_interned_tool
@@ -624,6 +626,8 @@ cdef class HistoryStore:
         column and newest slot, the append writes next to them.
         """
         cdef Py_ssize_t row, slot, index, offset
+        if not GIL_DISABLED and key is self.found_key:
+            return  # the row this key found last: just used, still cached
         acquire(&self.lock)
         try:
             row = self.find_row(key)
@@ -965,8 +969,13 @@ cdef class HistoryStore:
         """
         if error is not UNSET and error is not None:
             return False
-        if result is UNSET or tool_name in self.exclusions:
+        if result is UNSET:
             return False
+        if GIL_DISABLED or tool_name is not self.plain_tool:
+            if tool_name in self.exclusions:
+                return False
+            if not GIL_DISABLED and type(tool_name) is str:
+                self.plain_tool = tool_name
         if type(result) is not dict:
             if is_plain_leaf(result):
                 out[0] = hash_whole(result)
