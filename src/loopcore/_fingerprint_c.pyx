@@ -365,43 +365,16 @@ cdef int _put_bytearray(Encoder *enc, PyObject *v) except -1:
     return 0
 
 
-cdef Py_ssize_t _utf8_ucs1(const uint8_t *s, Py_ssize_t n, unsigned char *o) noexcept nogil:
-    cdef Py_ssize_t i, j = 0
-    cdef uint8_t c
-    for i in range(n):
-        c = s[i]
-        if c < 0x80:
-            o[j] = c
-            j += 1
-        else:
-            o[j] = 0xC0 | (c >> 6)
-            o[j + 1] = 0x80 | (c & 0x3F)
-            j += 2
-    return j
+ctypedef fused code_unit:
+    uint8_t
+    uint16_t
+    uint32_t
 
 
-cdef Py_ssize_t _utf8_ucs2(const uint16_t *s, Py_ssize_t n, unsigned char *o) noexcept nogil:
-    # Surrogates get the plain 3-byte form, which is what "surrogatepass" gives.
-    cdef Py_ssize_t i, j = 0
-    cdef uint16_t c
-    for i in range(n):
-        c = s[i]
-        if c < 0x80:
-            o[j] = <unsigned char>c
-            j += 1
-        elif c < 0x800:
-            o[j] = <unsigned char>(0xC0 | (c >> 6))
-            o[j + 1] = <unsigned char>(0x80 | (c & 0x3F))
-            j += 2
-        else:
-            o[j] = <unsigned char>(0xE0 | (c >> 12))
-            o[j + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
-            o[j + 2] = <unsigned char>(0x80 | (c & 0x3F))
-            j += 3
-    return j
-
-
-cdef Py_ssize_t _utf8_ucs4(const uint32_t *s, Py_ssize_t n, unsigned char *o) noexcept nogil:
+cdef Py_ssize_t _utf8(const code_unit *s, Py_ssize_t n, unsigned char *o) noexcept nogil:
+    # One loop per storage kind (the compiler drops the branches a kind cannot
+    # reach). Surrogates get the plain 3-byte form, which is what
+    # "surrogatepass" gives.
     cdef Py_ssize_t i, j = 0
     cdef uint32_t c
     for i in range(n):
@@ -447,11 +420,11 @@ cdef int _put_str(Encoder *enc, PyObject *s) except -1:
     _reserve(enc, 9 + n * worst)
     out = enc.data + enc.size + 9
     if kind == PyUnicode_1BYTE_KIND:
-        written = _utf8_ucs1(<const uint8_t *>data, n, out)
+        written = _utf8(<const uint8_t *>data, n, out)
     elif kind == PyUnicode_2BYTE_KIND:
-        written = _utf8_ucs2(<const uint16_t *>data, n, out)
+        written = _utf8(<const uint16_t *>data, n, out)
     else:
-        written = _utf8_ucs4(<const uint32_t *>data, n, out)
+        written = _utf8(<const uint32_t *>data, n, out)
     enc.data[enc.size] = c's'
     _put_u64(enc.data + enc.size + 1, <uint64_t>written)
     enc.size += 9 + written

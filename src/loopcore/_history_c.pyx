@@ -40,6 +40,8 @@ from ._fingerprint_c cimport (
     str_hash,
 )
 
+import dataclasses
+
 import numpy as np
 
 from ._outcome import UNSET, check_call_id, check_tool_name, is_known_poll
@@ -129,6 +131,7 @@ cdef bytes RESULT_DOMAIN = b"loopcore:result\x00"
 cdef str RESULT_TAG = "result"
 cdef dict EMPTY_DETAILS = {}
 
+# In make_record's order; the fast path needs them to be all of CallRecord's fields.
 _RECORD_FIELDS = (
     "tool_name",
     "args_hash",
@@ -141,7 +144,9 @@ _RECORD_FIELDS = (
 )
 cdef Py_ssize_t RECORD_OFFSETS[8]
 cdef bint FAST_RECORDS = (
-    type(CallRecord).__new__ is type.__new__ and CallRecord.__new__ is object.__new__
+    {field.name for field in dataclasses.fields(CallRecord)} == set(_RECORD_FIELDS)
+    and type(CallRecord).__new__ is type.__new__
+    and CallRecord.__new__ is object.__new__
 )
 for _index, _name in enumerate(_RECORD_FIELDS):
     RECORD_OFFSETS[_index] = member_offset(CallRecord.__dict__[_name])

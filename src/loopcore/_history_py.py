@@ -182,9 +182,7 @@ class HistoryStore:
             stats = self.scan(key, tool_name, args_hash)
         verdict = self._decide(stats, tool_name, args, args_hash)
         if verdict.level != "critical":
-            now = time.time()
-            with self._lock:
-                self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
+            self._record(key, tool_name, args_hash, tool_call_id)
         return verdict
 
     def record_call(
@@ -199,9 +197,7 @@ class HistoryStore:
         key = scope_key(session, run_id)
         args_hash = hash_call(tool_name, args)
         check_call_id(tool_call_id)
-        now = time.time()
-        with self._lock:
-            self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
+        self._record(key, tool_name, args_hash, tool_call_id)
 
     def record_outcome(
         self,
@@ -277,6 +273,13 @@ class HistoryStore:
         ):
             return NOT_STUCK
         return self._verdict(stats, tool_name, args_hash, is_known_poll(tool_name, args))
+
+    def _record(
+        self, key: ScopeKey, tool_name: str, args_hash: int, tool_call_id: str | None
+    ) -> None:
+        now = time.time()
+        with self._lock:
+            self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
 
     def _append(self, key: ScopeKey, record: list[Any]) -> None:
         ring = self._rings.get(key)
