@@ -27,7 +27,12 @@ def extensions() -> list[Extension]:
         "initializedcheck": debug,
         "cdivision": not debug,
     }
-    compile_args = [] if os.name == "nt" else ["-O3" if not debug else "-O0", "-g0" if not debug else "-g"]
+    if os.name == "nt":
+        compile_args = []
+    elif debug:
+        compile_args = ["-O0", "-g"]
+    else:
+        compile_args = ["-O3", "-g0"]
     modules = [
         Extension(
             f"loopcore.{name}",

@@ -723,7 +723,9 @@ cdef int _encode_tuple(Walk *w, PyObject *v, int depth, PathNode *path) except -
     return 0
 
 
-cdef int _encode_flat(Walk *w, PyObject *v, int kind, list flat, int depth, PathNode *path) except -1:
+cdef int _encode_flat(
+    Walk *w, PyObject *v, int kind, list flat, int depth, PathNode *path
+) except -1:
     """A container from the reference's ``_children``: ``flat`` is its own fresh list."""
     cdef PathNode node
     cdef Py_ssize_t n = len(flat), count, i, spans

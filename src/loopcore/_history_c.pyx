@@ -668,7 +668,9 @@ cdef class HistoryStore:
         finally:
             release(&self.lock)
 
-    cpdef object record_outcome(self, tool_name, args, result, error, tool_call_id, session, run_id):
+    cpdef object record_outcome(
+        self, tool_name, args, result, error, tool_call_id, session, run_id
+    ):
         """Fill the newest pending record of this call, or append one.
 
         Returns the record; with no outcome hash nothing is recorded and it is None.
@@ -833,7 +835,8 @@ cdef class HistoryStore:
         verdict = self.verdicts.get(cache_key)
         if verdict is not None:
             return verdict
-        verdict = self.verdict_fn(self.stats_of(scan, names), tool_name, scan.args_hash, bool(scan.known_poll))
+        stats = self.stats_of(scan, names)
+        verdict = self.verdict_fn(stats, tool_name, scan.args_hash, bool(scan.known_poll))
         if len(self.verdicts) >= VERDICT_CACHE_SIZE:
             self.verdicts.clear()
         self.verdicts[cache_key] = verdict
@@ -1171,7 +1174,7 @@ cdef class HistoryStore:
                     n += 1
         keep = set(np.unique(used[:n]).tolist())
         self.has_interned_tool = False
-        self.names = {name_hash: name for name_hash, name in self.names.items() if name_hash in keep}
+        self.names = {key: name for key, name in self.names.items() if key in keep}
         self.sweep_at = max(<Py_ssize_t>MIN_SWEEP, 2 * len(self.names))
         return 0
 
