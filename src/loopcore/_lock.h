@@ -25,6 +25,12 @@ static inline void loopcore_lock_release(loopcore_lock *lock) { PyMutex_Unlock(l
 #else
 
 #if defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
 #include <windows.h>
 #define LOOPCORE_YIELD() SwitchToThread()
 #else
