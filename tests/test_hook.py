@@ -811,3 +811,31 @@ async def test_concurrent_tasks_keep_separate_histories() -> None:
     assert len(guard.detector.history(session="agent", run_id="b")) == 4
     assert guard.detector.history() == []
     assert {e.run_id for e in kinds(events, "block")} == {"loop"}
+
+
+def test_a_bound_before_call_keeps_its_guard_alive() -> None:
+    # Like any bound method: holding guard.before_call keeps the guard usable.
+    import gc
+
+    guard = ToolLoopGuard({"enabled": True, "warningThreshold": 2, "criticalThreshold": 3})
+    before, after = guard.before_call, guard.after_call
+    del guard
+    gc.collect()
+    decisions = []
+    for _ in range(4):
+        decisions.append(before("read", {"path": "a"}))
+        after("read", {"path": "a"}, result="same")
+    assert [d.blocked for d in decisions] == [False, False, False, True]
+    assert decisions[2].warning is not None
+
+
+def test_a_dropped_guard_is_collected() -> None:
+    import gc
+    import weakref
+
+    guard = ToolLoopGuard({"enabled": True})
+    guard.before_call("read", {})
+    ref = weakref.ref(guard)
+    del guard
+    gc.collect()
+    assert ref() is None

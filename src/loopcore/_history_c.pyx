@@ -731,9 +731,9 @@ cdef class HistoryStore:
             release(&self.lock)
         return make_record(tool_name, args_hash, tool_call_id, key, now, result_hash, True, unknown)
 
-    def bind_gateway(self, enabled, guard_ref, armed, allowed):
+    def bind_gateway(self, enabled, guard, armed, allowed):
         """``before_call`` / ``after_call`` for a ``ToolLoopGuard`` (see ``GatewayCalls``)."""
-        return GatewayCalls(self, enabled, guard_ref, armed, allowed)
+        return GatewayCalls(self, enabled, guard, armed, allowed)
 
     def bind_detector(self, enabled, disabled_check):
         """``check`` / ``record_call`` / ``record_outcome`` for a ``LoopDetector``."""
@@ -1326,14 +1326,15 @@ cdef class GatewayCalls:
 
     cdef HistoryStore store
     cdef bint enabled
-    cdef object guard_ref
+    # The guard itself, as a bound method would hold it (a cycle the GC collects).
+    cdef object guard
     cdef dict armed
     cdef object allowed
 
-    def __init__(self, HistoryStore store, bint enabled, guard_ref, dict armed, allowed):
+    def __init__(self, HistoryStore store, bint enabled, guard, dict armed, allowed):
         self.store = store
         self.enabled = enabled
-        self.guard_ref = guard_ref
+        self.guard = guard
         self.armed = armed
         self.allowed = allowed
 
@@ -1345,7 +1346,7 @@ cdef class GatewayCalls:
         verdict = self.store.check_and_record(tool_name, args, tool_call_id, session, run_id)
         if verdict is NOT_STUCK:
             return self.allowed
-        return self.guard_ref()._decide(verdict, tool_name, session, run_id)
+        return self.guard._decide(verdict, tool_name, session, run_id)
 
     def after_call(
         self,
@@ -1364,7 +1365,7 @@ cdef class GatewayCalls:
         )
         if not self.armed:
             return record
-        return self.guard_ref()._observe(record, tool_name, args, session, run_id)
+        return self.guard._observe(record, tool_name, args, session, run_id)
 
 
 @cython.final

@@ -6,7 +6,6 @@ import functools
 import inspect
 import logging
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
@@ -117,7 +116,7 @@ class ToolLoopGuard:
         ):
             # The compiled twin runs the common path of both calls without a
             # Python frame; a subclass that overrides them keeps its own.
-            calls = bind(self._enabled, weakref.ref(self), self._armed, _ALLOWED)
+            calls = bind(self._enabled, self, self._armed, _ALLOWED)
             object.__setattr__(self, "before_call", calls.before_call)
             object.__setattr__(self, "after_call", calls.after_call)
 
