@@ -138,6 +138,28 @@ def test_signature_matches_the_contract(
 
 
 @pytest.mark.parametrize(
+    ("make", "names"),
+    [
+        (loopcore.LoopDetector, ["check", "record_call", "record_outcome"]),
+        (loopcore.ToolLoopGuard, ["before_call", "after_call"]),
+    ],
+)
+def test_per_call_methods_of_instances_keep_the_signatures(
+    make: Callable[..., Any], names: list[str]
+) -> None:
+    # The compiled twin binds these on the instance; callers must not notice.
+    instance = make({"enabled": True})
+    for name in names:
+        bound = getattr(instance, name)
+        unbound = inspect.signature(getattr(type(instance), name))
+        expected = [
+            (p.name, p.kind, p.default) for p in unbound.parameters.values() if p.name != "self"
+        ]
+        got = [(p.name, p.kind, p.default) for p in inspect.signature(bound).parameters.values()]
+        assert got == expected, name
+
+
+@pytest.mark.parametrize(
     ("cls", "fields"),
     [
         (
