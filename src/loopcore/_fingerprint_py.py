@@ -160,13 +160,26 @@ def _leaf(value: object) -> bytes:
         return _int(value)  # type: ignore[arg-type]
     if cls is float:
         return _float(value)  # type: ignore[arg-type]
+    try:
+        return _subclass_leaf(value)
+    except Exception:
+        # Only an object whose ``__class__`` claims a type it does not have
+        # gets here (``isinstance`` believes it): encode what it really is.
+        return _opaque(value)
+
+
+def _subclass_leaf(value: object) -> bytes:
     # Subclasses (enums, numpy float64, str subclasses) encode as their base value.
     if isinstance(value, str):
         return _str(str.__str__(value))
     if isinstance(value, int):
         return _int(int.__index__(value))
     if isinstance(value, float):
-        return _float(float(value))
+        try:
+            number = float(value)
+        except Exception:
+            number = float.__float__(value)  # a __float__ that raises: the stored value
+        return _float(number)
     if isinstance(value, (bytes, bytearray)):
         return _binary(bytes(value))
     if isinstance(value, memoryview):
