@@ -130,6 +130,8 @@ cdef bytes CALL_DOMAIN = b"loopcore:call\x00"
 cdef bytes RESULT_DOMAIN = b"loopcore:result\x00"
 cdef str RESULT_TAG = "result"
 cdef dict EMPTY_DETAILS = {}
+# A key absent from a result dict (UNSET itself could be a value there).
+cdef object MISSING = object()
 
 # In make_record's order; the fast path needs them to be all of CallRecord's fields.
 _RECORD_FIELDS = (
@@ -190,6 +192,16 @@ cdef inline int64_t scope_hash(tuple key) except? -1:
     h *= 0xBF58476D1CE4E5B9ULL
     h ^= h >> 29
     return <int64_t>(h >> 1)
+
+
+cdef inline uint64_t name_hash(object name) except? 0:
+    """The hash a tool name, call id or unknown tool name is kept under.
+
+    A str subclass hashes as its base string, as it encodes.
+    """
+    if type(name) is str:
+        return str_hash(<str>name)
+    return str_hash(str.__str__(name))
 
 
 cdef inline bint plain_run_id(object run_id):
@@ -338,6 +350,73 @@ cdef struct Slot:
     int32_t row
 
 
+cdef struct Memo:
+    # A flat args dict and its hash, with owned references to the dict, the
+    # tool name and every key and value (all immutable scalars).
+    PyObject *args
+    PyObject *tool
+    PyObject *items[2 * MEMO_ENTRIES]
+    Py_ssize_t size
+    uint64_t hash
+
+
+cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
+    """Fill ``memo`` with owned references when every entry qualifies."""
+    cdef Py_ssize_t pos = 0, i = 0, n = PyDict_Size(args)
+    cdef PyObject *key
+    cdef PyObject *value
+    if n > MEMO_ENTRIES:
+        return False
+    while PyDict_Next(args, &pos, &key, &value):
+        if i >= 2 * n or not (is_immutable_scalar(value) and PyUnicode_CheckExact(<object>key)):
+            return False
+        memo.items[i] = key
+        memo.items[i + 1] = value
+        i += 2
+    if i != 2 * n:
+        return False
+    for i in range(2 * n):
+        Py_INCREF(<object>memo.items[i])
+    Py_INCREF(args)
+    Py_INCREF(tool_name)
+    memo.args = <PyObject*>args
+    memo.tool = <PyObject*>tool_name
+    memo.size = n
+    memo.hash = 0
+    return True
+
+
+cdef bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
+    """Is ``args`` the remembered dict, holding the very same entries?"""
+    if memo.args == NULL or <PyObject*>args != memo.args or <PyObject*>tool_name != memo.tool:
+        return False
+    if PyDict_Size(args) != memo.size:
+        return False
+    cdef Py_ssize_t pos = 0, i = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    while PyDict_Next(args, &pos, &key, &value):
+        if key != memo.items[i] or value != memo.items[i + 1]:
+            return False
+        i += 2
+    return True
+
+
+cdef void memo_release(Memo *memo) noexcept:
+    """Empty ``memo`` first, then drop its references (finalisers may re-enter)."""
+    cdef Memo old = memo[0]
+    memo.args = NULL
+    memo.tool = NULL
+    memo.size = 0
+    if old.args == NULL:
+        return
+    cdef Py_ssize_t i
+    for i in range(2 * old.size):
+        Py_DECREF(<object>old.items[i])
+    Py_DECREF(<object>old.args)
+    Py_DECREF(<object>old.tool)
+
+
 cdef struct Scan:
     int64_t recent
     int64_t streak
@@ -405,11 +484,7 @@ cdef class HistoryStore:
     # The last flat args dict hashed, with owned references to its keys and
     # values: a gateway hashes the same args for the check, the record and the
     # outcome, and identical immutable entries mean identical bytes.
-    cdef PyObject *memo_args
-    cdef PyObject *memo_tool
-    cdef PyObject *memo_items[2 * MEMO_ENTRIES]
-    cdef Py_ssize_t memo_size
-    cdef uint64_t memo_hash
+    cdef Memo memo
     # The last scope key and tool name seen, reused while the caller passes the
     # same objects (GIL builds only: replacing them must not race).
     cdef object last_key
@@ -469,31 +544,46 @@ cdef class HistoryStore:
         return self.live
 
     def __dealloc__(self):
-        self.memo_clear()
+        memo_release(&self.memo)
 
     # -- internals: the args memo -----------------------------------------------------------
 
     cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
+        cdef Memo fresh, old
         cdef uint64_t found
         if GIL_DISABLED:
             acquire(&self.lock)
             try:
-                if self.memo_hit(tool_name, args):
-                    return self.memo_hash
+                if memo_matches(&self.memo, tool_name, args):
+                    return self.memo.hash
             finally:
                 release(&self.lock)
-        elif self.memo_hit(tool_name, args):
-            return self.memo_hash
-        found = hash_call(tool_name, args)
-        if type(args) is dict:
-            if GIL_DISABLED:
-                acquire(&self.lock)
-                try:
-                    self.memo_store(tool_name, <dict>args, found)
-                finally:
-                    release(&self.lock)
-            else:
-                self.memo_store(tool_name, <dict>args, found)
+        elif memo_matches(&self.memo, tool_name, args):
+            return self.memo.hash
+        # The entries are taken before hashing and must still be there after:
+        # whatever ran meanwhile (a value's repr, another thread), the hash
+        # is only remembered for the contents it was computed from.
+        cdef bint keep = type(args) is dict and memo_take(&fresh, tool_name, <dict>args)
+        try:
+            found = hash_call(tool_name, args)
+        except BaseException:
+            if keep:
+                memo_release(&fresh)
+            raise
+        if not keep:
+            return found
+        if not memo_matches(&fresh, tool_name, args):
+            memo_release(&fresh)
+            return found
+        fresh.hash = found
+        if GIL_DISABLED:
+            acquire(&self.lock)
+        old = self.memo
+        self.memo = fresh
+        if GIL_DISABLED:
+            release(&self.lock)
+        # Released last: a finaliser it runs sees the new memo, never a half one.
+        memo_release(&old)
         return found
 
     cdef object key_of(self, object session, object run_id):
@@ -513,59 +603,11 @@ cdef class HistoryStore:
     cdef uint64_t tool_hash(self, object tool_name) except? 0:
         if not GIL_DISABLED and tool_name is self.last_tool:
             return self.last_tool_hash
-        cdef uint64_t found = str_hash(tool_name)
+        cdef uint64_t found = name_hash(tool_name)
         if not GIL_DISABLED and type(tool_name) is str:
             self.last_tool = tool_name
             self.last_tool_hash = found
         return found
-
-    cdef bint memo_hit(self, object tool_name, object args) noexcept:
-        if <PyObject*>args != self.memo_args or <PyObject*>tool_name != self.memo_tool:
-            return False
-        cdef Py_ssize_t pos = 0, i = 0
-        cdef PyObject *key
-        cdef PyObject *value
-        if PyDict_Size(args) != self.memo_size:
-            return False
-        while PyDict_Next(args, &pos, &key, &value):
-            if key != self.memo_items[i] or value != self.memo_items[i + 1]:
-                return False
-            i += 2
-        return True
-
-    cdef void memo_store(self, object tool_name, dict args, uint64_t found) noexcept:
-        cdef Py_ssize_t pos = 0, i = 0, n = PyDict_Size(args)
-        cdef PyObject *key
-        cdef PyObject *value
-        if n > MEMO_ENTRIES:
-            return
-        self.memo_clear()
-        # One pass: borrowed pointers first, owned only once every entry qualifies.
-        while PyDict_Next(args, &pos, &key, &value):
-            if not (is_immutable_scalar(value) and PyUnicode_CheckExact(<object>key)):
-                return
-            self.memo_items[i] = key
-            self.memo_items[i + 1] = value
-            i += 2
-        for i in range(2 * n):
-            Py_INCREF(<object>self.memo_items[i])
-        Py_INCREF(args)
-        Py_INCREF(tool_name)
-        self.memo_args = <PyObject*>args
-        self.memo_tool = <PyObject*>tool_name
-        self.memo_size = n
-        self.memo_hash = found
-
-    cdef void memo_clear(self) noexcept:
-        cdef Py_ssize_t i
-        for i in range(2 * self.memo_size):
-            Py_DECREF(<object>self.memo_items[i])
-        if self.memo_args != NULL:
-            Py_DECREF(<object>self.memo_args)
-            Py_DECREF(<object>self.memo_tool)
-        self.memo_args = NULL
-        self.memo_tool = NULL
-        self.memo_size = 0
 
     # -- per call ---------------------------------------------------------------------------
 
@@ -592,11 +634,11 @@ cdef class HistoryStore:
         """``check``, then record the call unless the verdict is critical."""
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
+        valid_call_id(tool_call_id)
         self.warm_row(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
-        valid_call_id(tool_call_id)
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
-        cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
+        cdef uint64_t call_hash = name_hash(tool_call_id) if tool_call_id is not None else 0
         cdef double now = wall_clock()
         cdef Scan scan
         cdef Py_ssize_t row
@@ -635,7 +677,8 @@ cdef class HistoryStore:
             return  # the row this key found last: just used, still cached
         acquire(&self.lock)
         try:
-            row = self.find_row(key)
+            # A lookup, not a use: the LRU order changes only when the call does.
+            row = self.lookup(key)
             if row < 0:
                 return
             slot = self.meta[row].head
@@ -657,7 +700,7 @@ cdef class HistoryStore:
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         valid_call_id(tool_call_id)
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
-        cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
+        cdef uint64_t call_hash = name_hash(tool_call_id) if tool_call_id is not None else 0
         cdef double now = wall_clock()
         acquire(&self.lock)
         try:
@@ -688,8 +731,8 @@ cdef class HistoryStore:
             result_hash = found[0]
             unknown = found[1]
         cdef uint64_t tool_hash = self.tool_hash(tool_name)
-        cdef uint64_t call_hash = str_hash(tool_call_id) if tool_call_id is not None else 0
-        cdef uint64_t unknown_hash = str_hash(unknown) if unknown is not None else 0
+        cdef uint64_t call_hash = name_hash(tool_call_id) if tool_call_id is not None else 0
+        cdef uint64_t unknown_hash = name_hash(unknown) if unknown is not None else 0
         cdef double now
         cdef Py_ssize_t row, slot, index, n, base
         cdef int32_t h = <int32_t>self.history_size
@@ -789,7 +832,7 @@ cdef class HistoryStore:
 
     def drop_session(self, session):
         _py_scope_key(session, None)
-        cdef Py_ssize_t dropped = 0
+        cdef Py_ssize_t dropped = 0, row
         acquire(&self.lock)
         try:
             entry = self.by_session.get(session)
@@ -797,8 +840,10 @@ cdef class HistoryStore:
                 return 0
             keys = list(entry) if type(entry) is set else [entry]
             for key in keys:
-                self.release(key, self.lookup(key))
-                dropped += 1
+                row = self.lookup(key)
+                if row >= 0:  # always, unless a key's hash changed since it was stored
+                    self.release(key, row)
+                    dropped += 1
         finally:
             release(&self.lock)
         return dropped
@@ -812,7 +857,7 @@ cdef class HistoryStore:
             row = self.find_row(key)
             if row < 0:
                 return ScanStats()
-            self.scan_row(row, str_hash(tool_name), args_hash, &scan)
+            self.scan_row(row, name_hash(tool_name), args_hash, &scan)
             return self.stats_of(&scan, self.names_of(&scan))
         finally:
             release(&self.lock)
@@ -989,20 +1034,20 @@ cdef class HistoryStore:
                 out[0] = hash_whole(result)
                 return True
             return False
-        content = (<dict>result).get("content", UNSET)
-        details = (<dict>result).get("details", UNSET)
-        if content is UNSET and details is UNSET:
+        content = (<dict>result).get("content", MISSING)
+        details = (<dict>result).get("details", MISSING)
+        if content is MISSING and details is MISSING:
             out[0] = hash_whole(result)
             return True
         if type(details) is dict:
             status = (<dict>details).get("status")
             if status is not None and (type(status) is not str or status == "blocked"):
                 return False
-        elif details is UNSET or is_plain_leaf(details):
+        elif details is MISSING or is_plain_leaf(details):
             details = EMPTY_DETAILS
         else:
             return False
-        text = content_text(None if content is UNSET else content)
+        text = content_text(None if content is MISSING else content)
         if text is None:
             return False
         out[0] = hash_generic(details, text)
@@ -1019,8 +1064,11 @@ cdef class HistoryStore:
             row = self.lookup(key)
             if row < 0:
                 return -1
-            self.found_key = key
-            self.found_row = row
+            # Only the stored key is remembered: a caller's equal key (and the
+            # objects in it) must not outlive the call.
+            if self.row_keys[row] is key:
+                self.found_key = key
+                self.found_row = row
         self.touch(<int32_t>row)
         return row
 
@@ -1044,8 +1092,7 @@ cdef class HistoryStore:
             index = (index + 1) & self.table_mask
 
     cdef int table_insert(self, int32_t row) except -1:
-        if (self.table_used + 1) * 2 > self.table_mask + 1:
-            self.resize_table(2 * (self.live + 1))
+        # The caller made room: at most half the slots are in use.
         cdef int64_t key_hash = self.meta[row].key_hash
         cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
         while self.slots[index].row >= 0:
@@ -1179,20 +1226,26 @@ cdef class HistoryStore:
         return 0
 
     cdef Py_ssize_t new_row(self, object key) except -1:
+        # Everything that can raise (a session's hash, growing) comes before
+        # the first change, so a failure leaves the store as it was.
+        cdef int64_t key_hash = scope_hash(<tuple>key)
+        session = (<tuple>key)[0]
+        self.by_session.get(session)
         if self.live >= self.max_scopes:
             self.release(self.row_keys[self.oldest_row], self.oldest_row)
         if self.free_count == 0:
             self.grow(min(self.max_scopes, 2 * self.capacity))
+        if (self.table_used + 1) * 2 > self.table_mask + 1:
+            self.resize_table(2 * (self.live + 1))
         self.free_count -= 1
         cdef int32_t row = self.free_rows[self.free_count]
         self.meta[row].head = 0
         self.meta[row].fill = 0
-        self.meta[row].key_hash = scope_hash(<tuple>key)
-        self.meta[row].session = <PyObject*>(<tuple>key)[0]
+        self.meta[row].key_hash = key_hash
+        self.meta[row].session = <PyObject*>session
         self.meta[row].run_id = <PyObject*>(<tuple>key)[1]
         self.table_insert(row)
         self.row_keys[row] = key
-        session = (<tuple>key)[0]
         entry = self.by_session.get(session)
         if entry is None:
             self.by_session[session] = key
