@@ -943,6 +943,20 @@ cdef class HistoryStore:
         cdef bint has_reference = False, streak_open = True
         cdef uint64_t record_hash, record_result
         cdef bint has_result
+        cdef Py_ssize_t i
+
+        # Most calls are new: no earlier record has their hash, so there is no
+        # streak, no recent count and no ping-pong (that needs h == B, an
+        # earlier hash). Counting matches in memory order is one tight loop the
+        # compiler vectorises; the newest-first walk is for the rest.
+        if not unknown_open:
+            for i in range(count):
+                recent += args[base + i] == args_hash
+            if recent == 0:
+                out.paired_hash = side_a
+                out.no_progress = no_progress
+                return False
+            recent = 0
 
         # Only the args column is read for every record; results and flags are
         # read for matches and the alternating tail, so a scan of a cold row
