@@ -6,6 +6,7 @@ The public API is re-exported here; everything else is private.
 from __future__ import annotations
 
 from . import _fingerprint, _history
+from ._calltable import CallTable, CallTableBuilder, EventError
 from ._config import (
     ConfigError,
     DetectorSwitches,
@@ -18,21 +19,28 @@ from ._detector import CallRecord, LoopDetector, Verdict
 from ._guard import CompactionLoopPersisted, GuardVerdict, PostCompactionGuard
 from ._hook import Decision, LoopEvent, ToolLoopBlocked, ToolLoopGuard
 from ._outcome import UNSET, hash_call, hash_outcome
+from ._scan import DETECTORS, ScanResult, ScopeSummary, scan, sweep
 
 __all__ = [
+    "DETECTORS",
     "IMPLEMENTATION",
     "UNSET",
     "CallRecord",
+    "CallTable",
+    "CallTableBuilder",
     "CompactionLoopPersisted",
     "ConfigError",
     "Decision",
     "DetectorSwitches",
+    "EventError",
     "GuardVerdict",
     "LoopDetectionConfig",
     "LoopDetector",
     "LoopEvent",
     "PostCompactionGuard",
     "PostCompactionGuardConfig",
+    "ScanResult",
+    "ScopeSummary",
     "ToolLoopBlocked",
     "ToolLoopGuard",
     "Verdict",
@@ -41,6 +49,8 @@ __all__ = [
     "hash_outcome",
     "load_config",
     "resolve_config",
+    "scan",
+    "sweep",
 ]
 
 __version__ = "0.1.0"

@@ -18,8 +18,10 @@ __all__ = [
     "DetectorSwitches",
     "LoopDetectionConfig",
     "PostCompactionGuardConfig",
+    "config_mapping",
     "load_config",
     "resolve_config",
+    "with_setting",
 ]
 
 logger = logging.getLogger("loopcore")
@@ -255,6 +257,45 @@ def resolve_config(
             else:
                 merged[name] = value
     return LoopDetectionConfig.from_mapping(merged)
+
+
+def config_mapping(config: LoopDetectionConfig) -> dict[str, Any]:
+    """The config as a ``tools.loopDetection`` block (camelCase keys), repairs applied."""
+    block: dict[str, Any] = {"enabled": config.enabled}
+    for name in _THRESHOLDS:
+        block[_camel(name)] = getattr(config, name)
+    block["detectors"] = {
+        _camel(f.name): getattr(config.detectors, f.name)
+        for f in dataclasses.fields(DetectorSwitches)
+    }
+    block["postCompactionGuard"] = {
+        _camel(f.name): getattr(config.post_compaction_guard, f.name)
+        for f in dataclasses.fields(PostCompactionGuardConfig)
+    }
+    return block
+
+
+def with_setting(config: LoopDetectionConfig, key: str, value: object) -> LoopDetectionConfig:
+    """``config`` with one setting replaced; ``key`` is dotted camelCase (``detectors.pingPong``).
+
+    The result is validated and repaired like any config, so a bad key or value
+    is a ``ConfigError`` naming it.
+    """
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"setting: expected a dotted key such as 'warningThreshold', got {key!r}")
+    head, _, inner = key.partition(".")
+    block = config_mapping(config)
+    (name,) = _canonical_keys({head: None}, GLOBAL_PATH, _TOP_KEYS)
+    if name in _NESTED:
+        if not inner:
+            raise ConfigError(f"{GLOBAL_PATH}.{name}: name one setting inside it, e.g. {name}.x")
+        (inner_name,) = _canonical_keys({inner: None}, f"{GLOBAL_PATH}.{name}", _NESTED[name])
+        block[name] = {**block[name], inner_name: value}
+    elif inner:
+        raise ConfigError(f"{GLOBAL_PATH}.{name}: has no nested settings (got {key!r})")
+    else:
+        block[name] = value
+    return LoopDetectionConfig.from_mapping(block)
 
 
 def _read(source: str | os.PathLike[str]) -> object:

@@ -1,0 +1,313 @@
+"""How is a recorded trace turned into columns of hashes for the batch scans? (SPEC §7)
+
+A ``CallTable`` holds one row per call of a trace, already fingerprinted: the
+numbers ``LoopDetector`` would keep in its rings, plus the flags the scans need.
+``CallTableBuilder`` fills one from call events, hashing each call and outcome
+exactly as the per-call path does (the chosen fingerprint twin), once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _fingerprint
+from ._detector import _check_normalizers, _check_send_tools
+from ._outcome import (
+    UNSET,
+    Normalizer,
+    check_call_id,
+    check_tool_name,
+    hash_call,
+    hash_outcome,
+    is_known_poll,
+)
+from ._scopes import ScopeKey, scope_key
+
+__all__ = ["CallTable", "CallTableBuilder", "EventError", "name_hash"]
+
+#: The fields a call event may carry (``type`` only to mark a compaction).
+EVENT_FIELDS = frozenset(
+    {"type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"}
+)
+
+
+class EventError(ValueError):
+    """A call event is malformed; the message names the field."""
+
+
+def name_hash(name: str) -> int:
+    """The hash a tool name or unknown-tool name is kept under in a ``CallTable``."""
+    return _fingerprint.fingerprint(name, b"loopcore:name\x00")
+
+
+U64 = npt.NDArray[np.uint64]
+Flags = npt.NDArray[np.bool_]
+
+
+def _column(name: str, values: object, dtype: type[np.generic], length: int | None) -> Any:
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name}: expected a one-dimensional array, got {array.ndim} dimensions")
+    if length is not None and len(array) != length:
+        raise ValueError(
+            f"{name}: expected {length} values like the other columns, got {len(array)}"
+        )
+    if dtype is np.bool_:
+        if array.dtype != np.bool_:
+            raise ValueError(f"{name}: expected booleans, got dtype {array.dtype}")
+        return np.ascontiguousarray(array)
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name}: expected integers, got dtype {array.dtype}")
+    if dtype is np.uint64 and array.dtype.kind == "i" and array.size and array.min() < 0:
+        # Signed 64-bit views of hashes are common (databases); keep their bits.
+        return np.ascontiguousarray(array.astype(np.int64).view(np.uint64))
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class CallTable:
+    """One row per call, in trace order; every column has the same length.
+
+    ``scope`` indexes ``scopes`` (the ``(session, run_id)`` keys). Hash columns
+    are meaningful only where their mask is set. ``compaction`` marks the first
+    call of a scope after a context compaction (it arms the post-compaction
+    guard). ``names`` maps tool and unknown-tool hashes back to names, for
+    messages; a hash without a name is shown as ``tool#<hex>``.
+    """
+
+    scope: npt.NDArray[np.int64]
+    tool_hash: U64
+    args_hash: U64
+    result_hash: U64
+    has_result: Flags
+    unknown_hash: U64
+    has_unknown: Flags
+    known_poll: Flags
+    compaction: Flags
+    scopes: tuple[ScopeKey, ...] = ()
+    names: Mapping[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        scope: npt.ArrayLike,
+        tool_hash: npt.ArrayLike,
+        args_hash: npt.ArrayLike,
+        result_hash: npt.ArrayLike | None = None,
+        has_result: npt.ArrayLike | None = None,
+        unknown_hash: npt.ArrayLike | None = None,
+        has_unknown: npt.ArrayLike | None = None,
+        known_poll: npt.ArrayLike | None = None,
+        compaction: npt.ArrayLike | None = None,
+        scopes: Sequence[ScopeKey] | None = None,
+        names: Mapping[int, str] | None = None,
+    ) -> CallTable:
+        """A table from pre-fingerprinted columns, checked; optional columns default to off.
+
+        ``scope`` holds non-negative scope ids; without ``scopes`` the id ``i``
+        stands for the scope ``(None, "scope-i")``.
+        """
+        scope_ids = _column("scope", scope, np.int64, None)
+        n = len(scope_ids)
+        if n and scope_ids.min() < 0:
+            raise ValueError(f"scope: expected non-negative scope ids, got {scope_ids.min()}")
+        count = int(scope_ids.max()) + 1 if n else 0
+        if scopes is None:
+            keys: tuple[ScopeKey, ...] = tuple((None, f"scope-{i}") for i in range(count))
+        else:
+            keys = tuple(scopes)
+            if len(keys) < count:
+                raise ValueError(f"scopes: expected at least {count} scope keys, got {len(keys)}")
+        zeros = np.zeros(n, np.uint64)
+        off = np.zeros(n, np.bool_)
+        results = _column(
+            "result_hash", zeros if result_hash is None else result_hash, np.uint64, n
+        )
+        unknown = _column(
+            "unknown_hash", zeros if unknown_hash is None else unknown_hash, np.uint64, n
+        )
+        return cls(
+            scope=scope_ids,
+            tool_hash=_column("tool_hash", tool_hash, np.uint64, n),
+            args_hash=_column("args_hash", args_hash, np.uint64, n),
+            result_hash=results,
+            has_result=_column(
+                "has_result", off if has_result is None else has_result, np.bool_, n
+            ),
+            unknown_hash=unknown,
+            has_unknown=_column(
+                "has_unknown", off if has_unknown is None else has_unknown, np.bool_, n
+            ),
+            known_poll=_column(
+                "known_poll", off if known_poll is None else known_poll, np.bool_, n
+            ),
+            compaction=_column(
+                "compaction", off if compaction is None else compaction, np.bool_, n
+            ),
+            scopes=keys,
+            names=dict(names or {}),
+        )
+
+    def __len__(self) -> int:
+        return len(self.scope)
+
+    def name(self, hash_value: int) -> str:
+        """The name behind a tool or unknown-tool hash, or ``tool#<hex>``."""
+        return self.names.get(hash_value) or f"tool#{hash_value:016x}"
+
+    def __repr__(self) -> str:
+        return f"CallTable({len(self)} calls, {len(self.scopes)} scopes)"
+
+
+class CallTableBuilder:
+    """Collects call events, fingerprinted as they arrive, into a ``CallTable``.
+
+    Each call is what ``record_call`` followed by ``record_outcome`` would
+    record: one row, with the outcome's hash when it has one.
+    """
+
+    def __init__(
+        self,
+        *,
+        normalizers: Mapping[str, Normalizer] | None = None,
+        send_tools: Iterable[str] = (),
+    ) -> None:
+        self._normalizers = _check_normalizers(normalizers)
+        self._send_tools = _check_send_tools(send_tools)
+        self._scope_ids: dict[ScopeKey, int] = {}
+        self._names: dict[int, str] = {}
+        self._tool_hashes: dict[str, int] = {}
+        self._pending: set[int] = set()
+        self._rows: list[tuple[int, int, int, int, int, bool, bool]] = []
+        # Per row: scope, tool, args, result or -1, unknown or -1, known poll, compaction.
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _scope(self, session: Hashable, run_id: object) -> int:
+        key = scope_key(session, run_id)  # type: ignore[arg-type]
+        scope = self._scope_ids.get(key)
+        if scope is None:
+            scope = self._scope_ids[key] = len(self._scope_ids)
+        return scope
+
+    def _name(self, name: str) -> int:
+        found = self._tool_hashes.get(name)
+        if found is None:
+            found = self._tool_hashes[name] = name_hash(name)
+            self._names.setdefault(found, name)
+        return found
+
+    def add(
+        self,
+        tool_name: str,
+        args: Any,
+        *,
+        result: Any = UNSET,
+        error: Any = UNSET,
+        tool_call_id: str | None = None,
+        session: Hashable = None,
+        run_id: str | None = None,
+    ) -> int:
+        """Fingerprint one call and its outcome; returns its row index."""
+        check_tool_name(tool_name)
+        check_call_id(tool_call_id)
+        scope = self._scope(session, run_id)
+        args_hash = hash_call(tool_name, args)
+        result_hash, unknown = hash_outcome(
+            tool_name,
+            args,
+            result=result,
+            error=error,
+            normalizers=self._normalizers,
+            send_tools=self._send_tools,
+        )
+        compaction = scope in self._pending
+        if compaction:
+            self._pending.discard(scope)
+        self._rows.append(
+            (
+                scope,
+                self._name(tool_name),
+                args_hash,
+                -1 if result_hash is None else result_hash,
+                -1 if unknown is None else self._name(unknown),
+                is_known_poll(tool_name, args),
+                compaction,
+            )
+        )
+        return len(self._rows) - 1
+
+    def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
+        """A context compaction in this scope: the guard is armed for its next calls."""
+        self._pending.add(self._scope(session, run_id))
+
+    def add_event(self, event: Mapping[str, Any]) -> int | None:
+        """Add one event mapping (see ``scan``); returns its row, or None for a compaction.
+
+        Raises ``EventError`` naming the field when the event is malformed.
+        """
+        if not isinstance(event, Mapping):
+            raise EventError(f"event: expected a mapping, got {type(event).__name__}")
+        unknown_fields = [str(k) for k in event if k not in EVENT_FIELDS]
+        if unknown_fields:
+            known = ", ".join(sorted(EVENT_FIELDS))
+            raise EventError(f"{unknown_fields[0]}: unknown event field (known: {known})")
+        kind = event.get("type", "call")
+        session = event.get("session")
+        run_id = event.get("run_id")
+        try:
+            if kind == "compaction":
+                self.add_compaction(session=session, run_id=run_id)
+                return None
+            if kind != "call":
+                raise EventError(f"type: expected 'call' or 'compaction', got {kind!r}")
+            if "tool" not in event:
+                raise EventError("tool: missing")
+            if "args" not in event:
+                raise EventError("args: missing")
+            ts = event.get("ts")
+            if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float, str))):
+                raise EventError(f"ts: expected a number or a string, got {type(ts).__name__}")
+            return self.add(
+                event["tool"],
+                event["args"],
+                result=event.get("result", UNSET),
+                error=event.get("error", UNSET),
+                tool_call_id=event.get("tool_call_id"),
+                session=session,
+                run_id=run_id,
+            )
+        except TypeError as exc:
+            # The per-call checks name the argument; an event names the field.
+            message = str(exc)
+            if message.startswith("tool_name:"):
+                message = "tool:" + message[len("tool_name:") :]
+            raise EventError(message) from None
+
+    def build(self) -> CallTable:
+        """The table of everything added so far (the builder can go on adding)."""
+        n = len(self._rows)
+        columns = list(zip(*self._rows, strict=True)) if n else [()] * 7
+        scope, tool, args, result, unknown, known_poll, compaction = columns
+        has_result = np.fromiter((r >= 0 for r in result), np.bool_, n)
+        has_unknown = np.fromiter((u >= 0 for u in unknown), np.bool_, n)
+        return CallTable(
+            scope=np.fromiter(scope, np.int64, n),
+            tool_hash=np.fromiter(tool, np.uint64, n),
+            args_hash=np.fromiter(args, np.uint64, n),
+            result_hash=np.fromiter((max(r, 0) for r in result), np.uint64, n),
+            has_result=has_result,
+            unknown_hash=np.fromiter((max(u, 0) for u in unknown), np.uint64, n),
+            has_unknown=has_unknown,
+            known_poll=np.fromiter(known_poll, np.bool_, n),
+            compaction=np.fromiter(compaction, np.bool_, n),
+            scopes=tuple(self._scope_ids),
+            names=dict(self._names),
+        )

@@ -1,0 +1,481 @@
+"""What would the detector have said about every call of a recorded trace? (SPEC §7)
+
+``scan`` answers, for each call of a trace, the verdict ``LoopDetector.check``
+would have returned just before it, with every earlier call of its scope
+recorded (``record_call`` then ``record_outcome``). It does so with whole-array
+numpy operations, never a Python loop over calls:
+
+- one stable sort puts each scope's calls together, in order;
+- a second stable sort, by args hash, groups each scope's repeats of one call;
+  within such a group a binary search finds the calls still inside the
+  ``historySize`` window (the recent count), and run lengths over the calls
+  with a result give the no-progress streak;
+- the ping-pong tail, the unknown-tool streak and the post-compaction guard
+  are run lengths of neighbour comparisons along each scope.
+
+The counts (``_Stats``) do not depend on the thresholds, so a sweep over a
+threshold computes them once and applies the verdict table per value.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from ._calltable import CallTable, CallTableBuilder
+from ._config import LoopDetectionConfig, with_setting
+from ._detector import _coerce_config, verdict_from
+from ._history_py import _scan as _scan_ring
+from ._outcome import Normalizer
+from ._records import NOT_STUCK, ScanStats, Verdict
+
+__all__ = ["DETECTORS", "LEVELS", "ScanResult", "ScopeSummary", "scan", "sweep"]
+
+#: ``ScanResult.detector`` codes: the index into this tuple.
+DETECTORS: tuple[str | None, ...] = (
+    None,
+    "unknown_tool_repeat",
+    "global_circuit_breaker",
+    "known_poll_no_progress",
+    "ping_pong",
+    "generic_repeat",
+)
+#: ``ScanResult.level`` codes.
+LEVELS: tuple[str | None, ...] = (None, "warning", "critical")
+
+_UNKNOWN, _GLOBAL, _POLL, _PINGPONG, _GENERIC = range(1, 6)
+
+#: Calls handled per block of whole scopes: bounds the temporaries (about 150 bytes a call).
+_BLOCK = 1 << 20
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+
+class _Stats(NamedTuple):
+    """Per call, in trace order: every SPEC §4 count the verdict table reads."""
+
+    recent: npt.NDArray[np.int32]
+    streak: npt.NDArray[np.int32]
+    unknown: npt.NDArray[np.int32]
+    pingpong: npt.NDArray[np.int32]
+    pingpong_no_progress: Bools
+    #: the post-compaction guard, with this window size, aborts the run after this call
+    aborted: Bools
+
+
+# -- kernels (every array is one block of whole scopes, in scope order) -------------------------
+
+
+def _runs(flags: Bools) -> Ints:
+    """For each index, how many consecutive True values end there (0 where False)."""
+    index = np.arange(len(flags), dtype=np.int64)
+    last_false = np.maximum.accumulate(np.where(flags, -1, index))
+    return index - last_false
+
+
+def _previous(values: npt.NDArray[Any], fill: Any) -> npt.NDArray[Any]:
+    """``values`` shifted one place later: element i is ``values[i - 1]``."""
+    out = np.empty_like(values)
+    if len(values):
+        out[0] = fill
+        out[1:] = values[:-1]
+    return out
+
+
+def _equal_to(values: npt.NDArray[Any], lag: int) -> Bools:
+    """``values[i] == values[i - lag]`` (False where ``i < lag``)."""
+    out = np.zeros(len(values), np.bool_)
+    if len(values) > lag:
+        np.equal(values[lag:], values[:-lag], out=out[lag:])
+    return out
+
+
+def _repeats(
+    scope: Ints,
+    pos: Ints,
+    args: npt.NDArray[np.uint64],
+    result: npt.NDArray[np.uint64],
+    has_result: Bools,
+    history: int,
+) -> tuple[Ints, Ints]:
+    """Recent count and no-progress streak of each call (scope order)."""
+    n = len(args)
+    order = np.argsort(args, kind="stable")  # by hash; scope order (and so time) kept within
+    g_args = args[order]
+    g_scope = scope[order]
+    g_pos = pos[order]
+    starts = np.ones(n, np.bool_)
+    starts[1:] = (g_args[1:] != g_args[:-1]) | (g_scope[1:] != g_scope[:-1])
+    group = np.cumsum(starts) - 1
+    # Position keys rise through each group and jump between groups by more than any
+    # window, so one binary search finds the oldest repeat still in the window.
+    key = group * (int(pos.max(initial=0)) + history + 1) + g_pos
+    lowest = np.searchsorted(key, key - history)
+    here = np.arange(n, dtype=np.int64)
+    recent = here - lowest
+
+    g_has = has_result[order]
+    last = _previous(np.maximum.accumulate(np.where(g_has, here, -1)), -1)
+    counted = last >= lowest  # the newest earlier repeat with a result is in the window
+    before = np.zeros(n + 1, np.int64)  # repeats with a result before each index
+    np.cumsum(g_has, out=before[1:])
+    members = np.flatnonzero(g_has)
+    values = result[order][members]
+    same = np.zeros(len(members), np.bool_)
+    same[1:] = (values[1:] == values[:-1]) & (group[members[1:]] == group[members[:-1]])
+    run = _runs(same) + 1  # equal results ending at each result-carrying repeat
+    newest = np.where(counted, last, 0)
+    in_window = before[newest + 1] - before[lowest]
+    streak = np.where(counted, np.minimum(run[before[newest]] if len(run) else 0, in_window), 0)
+
+    out_recent = np.empty(n, np.int64)
+    out_streak = np.empty(n, np.int64)
+    out_recent[order] = recent
+    out_streak[order] = streak
+    return out_recent, out_streak
+
+
+def _block_stats(
+    table: CallTable, rows: Ints, scope: Ints, pos: Ints, history: int, window: int
+) -> tuple[Ints, Ints, Ints, Ints, Bools, Bools]:
+    args = table.args_hash[rows]
+    result = table.result_hash[rows]
+    has_result = table.has_result[rows]
+    tool = table.tool_hash[rows]
+    recent, streak = _repeats(scope, pos, args, result, has_result, history)
+    records = np.minimum(pos, history)  # records in the window before each call
+
+    # Ping-pong: the newest record is index i-1. Its alternating tail is 2 plus the
+    # run of "equal to the record two back" ending there, when it differs from the
+    # one before it; each side's results are all equal when the same run holds
+    # for "has a result equal to the one two back".
+    differs = ~_equal_to(args, 1) & (pos >= 1)
+    alternates = _equal_to(args, 2) & (pos >= 2)
+    has_two = has_result & _previous(_previous(has_result, False), False)
+    steady = alternates & has_two & _equal_to(result, 2)
+    tail_at = np.where(differs, 2 + _runs(alternates), 1)
+    tail = np.minimum(_previous(tail_at, 1), records)
+    continues = (records >= 2) & (tail >= 2) & _equal_to(args, 2)
+    pingpong = np.where(continues, tail + 1, 0)
+    both_sides = _previous(has_result & _previous(has_result, False), False)
+    no_progress = continues & both_sides & (_previous(_runs(steady), 0) >= tail - 2)
+
+    # Unknown-tool streak: the run, ending at the newest record, of records of the
+    # same tool failing with the same unknown name, if that tool is this one.
+    has_unknown = table.has_unknown[rows]
+    unknown = table.unknown_hash[rows]
+    same_failure = (
+        has_unknown
+        & _previous(has_unknown, False)
+        & _equal_to(tool, 1)
+        & _equal_to(unknown, 1)
+        & (pos >= 1)
+    )
+    failing = np.where(has_unknown, _runs(same_failure) + 1, 0)
+    unknown_streak = np.where(
+        (records >= 1) & _equal_to(tool, 1), np.minimum(_previous(failing, 0), records), 0
+    )
+
+    # Post-compaction guard: armed at a call flagged ``compaction``, it aborts after
+    # the window-th call if no compaction re-armed it and all of them are one triple.
+    compaction = table.compaction[rows]
+    here = np.arange(len(rows), dtype=np.int64)
+    armed_at = np.maximum.accumulate(np.where(compaction, here, -1))
+    same_triple = (
+        _equal_to(tool, 1)
+        & _equal_to(args, 1)
+        & (_equal_to(has_result, 1))
+        & (_equal_to(result, 1) | ~has_result)
+        & (pos >= 1)
+    )
+    aborted = (armed_at == here - (window - 1)) & (_runs(same_triple) >= window - 1)
+    return recent, streak, unknown_streak, pingpong, no_progress, aborted
+
+
+def _stats(table: CallTable, history: int, window: int) -> _Stats:
+    n = len(table)
+    count = len(table.scopes) or (int(table.scope.max()) + 1 if n else 0)
+    narrow = np.uint16 if count <= 1 << 16 else np.int64
+    order = np.argsort(table.scope.astype(narrow), kind="stable")  # radix sort when narrow
+    sizes = np.bincount(table.scope, minlength=count)
+    first = np.cumsum(sizes) - sizes  # each scope's first index in ``order``
+    sorted_scope = table.scope[order]
+    pos = np.arange(n, dtype=np.int64) - first[sorted_scope]
+
+    out = [np.zeros(n, np.int32) for _ in range(4)] + [np.zeros(n, np.bool_) for _ in range(2)]
+    # Blocks of whole scopes: cut at the first scope start at or after each multiple of _BLOCK.
+    scope_starts = np.flatnonzero(pos == 0)
+    at = np.searchsorted(scope_starts, np.arange(0, n, _BLOCK))
+    cuts = np.unique(scope_starts[at[at < len(scope_starts)]])
+    bounds = [*cuts.tolist(), n]
+    for lo, hi in pairwise(bounds):
+        rows = order[lo:hi]
+        parts = _block_stats(table, rows, sorted_scope[lo:hi], pos[lo:hi], history, window)
+        for target, part in zip(out, parts, strict=True):
+            target[rows] = part
+    return _Stats(*out)  # type: ignore[arg-type]
+
+
+def _verdicts(
+    stats: _Stats, known_poll: Bools, config: LoopDetectionConfig
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], npt.NDArray[np.int32]]:
+    """The SPEC §4 table, first match wins, applied to every call at once."""
+    n = len(known_poll)
+    if config.enabled is not True:
+        return np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(n, np.int32)
+    warn, critical = config.warning_threshold, config.critical_threshold
+    switches = config.detectors
+    streak, pingpong = stats.streak, stats.pingpong
+    poll = known_poll & switches.known_poll_no_progress
+    generic = ~known_poll & switches.generic_repeat
+    ping = switches.ping_pong & (pingpong > 0)
+    rows = [
+        (stats.unknown >= config.unknown_tool_threshold, 2, _UNKNOWN, stats.unknown),
+        (streak >= config.global_circuit_breaker_threshold, 2, _GLOBAL, streak),
+        (poll & (streak >= critical), 2, _POLL, streak),
+        (poll & (streak >= warn), 1, _POLL, streak),
+        (ping & (pingpong >= critical) & stats.pingpong_no_progress, 2, _PINGPONG, pingpong),
+        (ping & (pingpong >= warn), 1, _PINGPONG, pingpong),
+        (generic & (streak >= critical), 2, _GENERIC, streak),
+        (generic & (stats.recent >= warn), 1, _GENERIC, stats.recent),
+    ]
+    conditions = [row[0] for row in rows]
+    level = np.select(conditions, [row[1] for row in rows], 0).astype(np.int8)
+    detector = np.select(conditions, [row[2] for row in rows], 0).astype(np.int8)
+    count = np.select(conditions, [row[3] for row in rows], 0).astype(np.int32)
+    return level, detector, count
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSummary:
+    """What a scan found in one scope (a run)."""
+
+    session: Hashable
+    run_id: str | None
+    calls: int
+    first_warning: int | None  # trace index of the first warning, if any
+    first_block: int | None  # trace index of the first critical verdict, if any
+    aborted_at: int | None  # trace index of the call after which the guard aborts the run
+    detectors: tuple[str, ...]  # detectors that fired, in order of first firing
+    #: calls the run would not have made: from its first blocked call, or from the
+    #: call after a post-compaction abort, whichever comes first, to its end
+    saved: int
+
+
+class ScanResult:
+    """Per call of a trace: the verdict ``check`` would have returned just before it.
+
+    ``level`` (0 none, 1 warning, 2 critical), ``detector`` (an index into
+    ``DETECTORS``) and ``count`` are numpy arrays in trace order. ``aborted``
+    marks the calls after which the post-compaction guard would abort the run.
+    """
+
+    __slots__ = ("_stats", "aborted", "config", "count", "detector", "level", "table")
+
+    def __init__(self, table: CallTable, config: LoopDetectionConfig, stats: _Stats) -> None:
+        self.table = table
+        self.config = config
+        self._stats = stats
+        self.level, self.detector, self.count = _verdicts(stats, table.known_poll, config)
+        guard_on = config.enabled is not False
+        self.aborted: Bools = stats.aborted if guard_on else np.zeros(len(table), np.bool_)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __repr__(self) -> str:
+        warned = int(np.count_nonzero(self.level == 1))
+        blocked = int(np.count_nonzero(self.level == 2))
+        return f"ScanResult({len(self)} calls, {warned} warnings, {blocked} blocks)"
+
+    def verdict(self, index: int) -> Verdict:
+        """The full ``Verdict`` (message, warning key) for one call, recomputed from its window."""
+        n = len(self)
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"index: expected an int, got {type(index).__name__}")
+        if not -n <= index < n:
+            raise IndexError(f"index: {index} is out of range for {n} calls")
+        index = int(index) % n
+        if self.config.enabled is not True:
+            return NOT_STUCK
+        table = self.table
+        history = self.config.history_size
+        earlier = np.flatnonzero(table.scope[:index] == table.scope[index])[-history:]
+        # The reference scan over the window, with hashes standing in for names.
+        ring: deque[list[Any]] = deque(
+            [
+                int(table.tool_hash[i]),
+                int(table.args_hash[i]),
+                None,
+                0.0,
+                int(table.result_hash[i]) if table.has_result[i] else None,
+                int(table.unknown_hash[i]) if table.has_unknown[i] else None,
+            ]
+            for i in earlier.tolist()
+        )
+        tool = int(table.tool_hash[index])
+        args_hash = int(table.args_hash[index])
+        stats = _scan_ring(ring, tool, args_hash) if ring else ScanStats()  # type: ignore[arg-type]
+        stats = stats._replace(
+            unknown_name=None
+            if stats.unknown_name is None
+            else table.name(int(stats.unknown_name)),
+            paired_tool=None if stats.paired_tool is None else table.name(int(stats.paired_tool)),
+        )
+        known_poll = bool(table.known_poll[index])
+        return verdict_from(stats, self.config, table.name(tool), args_hash, known_poll)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One plain dict per call: index, scope, tool, level, detector, count, aborted."""
+        table = self.table
+        scopes = table.scopes
+        names = [table.name(h) for h in table.tool_hash.tolist()]
+        return [
+            {
+                "index": i,
+                "session": scopes[s][0],
+                "run_id": scopes[s][1],
+                "tool": names[i],
+                "level": LEVELS[level],
+                "detector": DETECTORS[detector],
+                "count": count,
+                "aborted": aborted,
+            }
+            for i, (s, level, detector, count, aborted) in enumerate(
+                zip(
+                    table.scope.tolist(),
+                    self.level.tolist(),
+                    self.detector.tolist(),
+                    self.count.tolist(),
+                    self.aborted.tolist(),
+                    strict=True,
+                )
+            )
+        ]
+
+    def scopes(self) -> list[ScopeSummary]:
+        """One summary per scope that has calls, in order of their first call."""
+        table = self.table
+        order = np.argsort(table.scope, kind="stable")
+        scope_sorted = table.scope[order]
+        starts = np.flatnonzero(np.diff(scope_sorted, prepend=-1) != 0)
+        bounds = [*starts.tolist(), len(table)]
+        summaries = []
+        for lo, hi in pairwise(bounds):
+            rows = order[lo:hi]
+            levels = self.level[rows]
+            stops = [len(rows)]
+            blocked = np.flatnonzero(levels == 2)
+            aborted = np.flatnonzero(self.aborted[rows])
+            if len(blocked):
+                stops.append(int(blocked[0]))
+            if len(aborted):
+                stops.append(int(aborted[0]) + 1)
+            fired = self.detector[rows]
+            fired = fired[fired > 0]
+            _, first = np.unique(fired, return_index=True)
+            key = table.scopes[int(scope_sorted[lo])]
+            summaries.append(
+                ScopeSummary(
+                    session=key[0],
+                    run_id=key[1],
+                    calls=hi - lo,
+                    first_warning=_first(rows, levels == 1),
+                    first_block=_first(rows, levels == 2),
+                    aborted_at=_first(rows, self.aborted[rows]),
+                    detectors=tuple(str(DETECTORS[fired[i]]) for i in sorted(first.tolist())),
+                    saved=len(rows) - min(stops),
+                )
+            )
+        firsts = [int(order[lo]) for lo in bounds[:-1]]
+        return [
+            summary
+            for _, summary in sorted(zip(firsts, summaries, strict=True), key=lambda p: p[0])
+        ]
+
+
+def _first(rows: Ints, mask: Bools) -> int | None:
+    hits = np.flatnonzero(mask)
+    return int(rows[hits[0]]) if len(hits) else None
+
+
+# -- entry points -----------------------------------------------------------------------------
+
+
+def _table(
+    events: Iterable[Mapping[str, Any]] | CallTable,
+    normalizers: Mapping[str, Normalizer] | None,
+    send_tools: Iterable[str],
+) -> CallTable:
+    if isinstance(events, CallTable):
+        return events
+    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+        raise TypeError(
+            f"events: expected an iterable of event mappings or a CallTable, "
+            f"got {type(events).__name__}"
+        )
+    builder = CallTableBuilder(normalizers=normalizers, send_tools=send_tools)
+    for number, event in enumerate(events):
+        try:
+            builder.add_event(event)
+        except ValueError as exc:
+            raise type(exc)(f"events[{number}].{exc}") from None
+    return builder.build()
+
+
+def scan(
+    events: Iterable[Mapping[str, Any]] | CallTable,
+    config: LoopDetectionConfig | Mapping[str, Any] | None = None,
+    *,
+    normalizers: Mapping[str, Normalizer] | None = None,
+    send_tools: Iterable[str] = (),
+) -> ScanResult:
+    """The verdict ``LoopDetector.check`` would have returned before every call of a trace.
+
+    ``events`` is a ``CallTable`` or an iterable of mappings with ``tool``,
+    ``args``, ``result`` or ``error``, and optionally ``tool_call_id``,
+    ``session``, ``run_id`` and ``ts``; a mapping with ``"type": "compaction"``
+    (and the scope fields) marks a context compaction in that scope. A
+    malformed event raises ``EventError`` naming its index and field.
+    """
+    config = _coerce_config(config)
+    table = _table(events, normalizers, send_tools)
+    window = config.post_compaction_guard.window_size
+    return ScanResult(table, config, _stats(table, config.history_size, window))
+
+
+def sweep(
+    events: Iterable[Mapping[str, Any]] | CallTable,
+    config: LoopDetectionConfig | Mapping[str, Any] | None,
+    setting: str,
+    values: Sequence[object],
+    *,
+    normalizers: Mapping[str, Normalizer] | None = None,
+    send_tools: Iterable[str] = (),
+) -> list[tuple[object, ScanResult]]:
+    """``scan`` once per value of one setting (dotted camelCase, e.g. ``warningThreshold``).
+
+    The trace is fingerprinted once, and the counts are computed once per
+    distinct ``historySize`` and guard window; only the verdict table runs per value.
+    """
+    base = _coerce_config(config)
+    table = _table(events, normalizers, send_tools)
+    cache: dict[tuple[int, int], _Stats] = {}
+    out = []
+    for value in values:
+        swept = with_setting(base, setting, value)
+        shape = (swept.history_size, swept.post_compaction_guard.window_size)
+        if shape not in cache:
+            cache[shape] = _stats(table, *shape)
+        out.append((value, ScanResult(table, swept, cache[shape])))
+    return out
