@@ -9,7 +9,6 @@ exactly as the per-call path does (the chosen fingerprint twin), once.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -69,7 +68,11 @@ def _column(name: str, values: object, dtype: type[np.generic], length: int | No
     return np.ascontiguousarray(array, dtype=dtype)
 
 
-@dataclass(frozen=True, eq=False)
+#: Columns of ``CallTable.hashes`` and ``CallTable.flags``.
+TOOL, ARGS, RESULT, UNKNOWN = range(4)
+HAS_RESULT, HAS_UNKNOWN, KNOWN_POLL, COMPACTION = range(4)
+
+
 class CallTable:
     """One row per call, in trace order; every column has the same length.
 
@@ -78,19 +81,40 @@ class CallTable:
     call of a scope after a context compaction (it arms the post-compaction
     guard). ``names`` maps tool and unknown-tool hashes back to names, for
     messages; a hash without a name is shown as ``tool#<hex>``.
+
+    The hashes are stored row by row (``hashes``, shape ``(n, 4)``) and so are
+    the flags, because the scans visit calls scope by scope, in an order far
+    from the trace's: one call's numbers then share a cache line. The named
+    columns are read-only views of them.
     """
 
-    scope: npt.NDArray[np.int64]
-    tool_hash: U64
-    args_hash: U64
-    result_hash: U64
-    has_result: Flags
-    unknown_hash: U64
-    has_unknown: Flags
-    known_poll: Flags
-    compaction: Flags
-    scopes: tuple[ScopeKey, ...] = ()
-    names: Mapping[int, str] = field(default_factory=dict)
+    __slots__ = ("flags", "hashes", "names", "scope", "scopes")
+
+    def __init__(
+        self,
+        scope: npt.NDArray[np.int64],
+        hashes: npt.NDArray[np.uint64],
+        flags: npt.NDArray[np.bool_],
+        scopes: tuple[ScopeKey, ...],
+        names: Mapping[int, str],
+    ) -> None:
+        # Callers build these through ``from_columns`` or ``CallTableBuilder``, which check them.
+        for array in (scope, hashes, flags):
+            array.flags.writeable = False
+        self.scope = scope
+        self.hashes = hashes
+        self.flags = flags
+        self.scopes = scopes
+        self.names = names
+
+    tool_hash = property(lambda self: self.hashes[:, TOOL], doc="tool name hashes (uint64)")
+    args_hash = property(lambda self: self.hashes[:, ARGS], doc="call hashes (uint64)")
+    result_hash = property(lambda self: self.hashes[:, RESULT], doc="outcome hashes (uint64)")
+    unknown_hash = property(lambda self: self.hashes[:, UNKNOWN], doc="unknown-tool name hashes")
+    has_result = property(lambda self: self.flags[:, HAS_RESULT], doc="the call has an outcome")
+    has_unknown = property(lambda self: self.flags[:, HAS_UNKNOWN], doc="it named an unknown tool")
+    known_poll = property(lambda self: self.flags[:, KNOWN_POLL], doc="it is a known poll")
+    compaction = property(lambda self: self.flags[:, COMPACTION], doc="first call after compaction")
 
     @classmethod
     def from_columns(
@@ -124,35 +148,25 @@ class CallTable:
             keys = tuple(scopes)
             if len(keys) < count:
                 raise ValueError(f"scopes: expected at least {count} scope keys, got {len(keys)}")
-        zeros = np.zeros(n, np.uint64)
-        off = np.zeros(n, np.bool_)
-        results = _column(
-            "result_hash", zeros if result_hash is None else result_hash, np.uint64, n
-        )
-        unknown = _column(
-            "unknown_hash", zeros if unknown_hash is None else unknown_hash, np.uint64, n
-        )
-        return cls(
-            scope=scope_ids,
-            tool_hash=_column("tool_hash", tool_hash, np.uint64, n),
-            args_hash=_column("args_hash", args_hash, np.uint64, n),
-            result_hash=results,
-            has_result=_column(
-                "has_result", off if has_result is None else has_result, np.bool_, n
-            ),
-            unknown_hash=unknown,
-            has_unknown=_column(
-                "has_unknown", off if has_unknown is None else has_unknown, np.bool_, n
-            ),
-            known_poll=_column(
-                "known_poll", off if known_poll is None else known_poll, np.bool_, n
-            ),
-            compaction=_column(
-                "compaction", off if compaction is None else compaction, np.bool_, n
-            ),
-            scopes=keys,
-            names=dict(names or {}),
-        )
+        hashes = np.zeros((n, 4), np.uint64)
+        for column, name, values in (
+            (TOOL, "tool_hash", tool_hash),
+            (ARGS, "args_hash", args_hash),
+            (RESULT, "result_hash", result_hash),
+            (UNKNOWN, "unknown_hash", unknown_hash),
+        ):
+            if values is not None or column in (TOOL, ARGS):
+                hashes[:, column] = _column(name, values, np.uint64, n)
+        flags = np.zeros((n, 4), np.bool_)
+        for column, name, values in (
+            (HAS_RESULT, "has_result", has_result),
+            (HAS_UNKNOWN, "has_unknown", has_unknown),
+            (KNOWN_POLL, "known_poll", known_poll),
+            (COMPACTION, "compaction", compaction),
+        ):
+            if values is not None:
+                flags[:, column] = _column(name, values, np.bool_, n)
+        return cls(scope_ids, hashes, flags, keys, dict(names or {}))
 
     def __len__(self) -> int:
         return len(self.scope)
@@ -184,11 +198,13 @@ class CallTableBuilder:
         self._names: dict[int, str] = {}
         self._tool_hashes: dict[str, int] = {}
         self._pending: set[int] = set()
-        self._rows: list[tuple[int, int, int, int, int, bool, bool]] = []
-        # Per row: scope, tool, args, result or -1, unknown or -1, known poll, compaction.
+        # One list per column; a missing result or unknown name is 0 with its flag off.
+        self._scope_column: list[int] = []
+        self._hashes: tuple[list[int], ...] = ([], [], [], [])
+        self._flags: tuple[list[bool], ...] = ([], [], [], [])
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._scope_column)
 
     def _scope(self, session: Hashable, run_id: object) -> int:
         key = scope_key(session, run_id)  # type: ignore[arg-type]
@@ -231,18 +247,18 @@ class CallTableBuilder:
         compaction = scope in self._pending
         if compaction:
             self._pending.discard(scope)
-        self._rows.append(
-            (
-                scope,
-                self._name(tool_name),
-                args_hash,
-                -1 if result_hash is None else result_hash,
-                -1 if unknown is None else self._name(unknown),
-                is_known_poll(tool_name, args),
-                compaction,
-            )
-        )
-        return len(self._rows) - 1
+        tool, args_col, result_col, unknown_col = self._hashes
+        has_result, has_unknown, known_poll, compacted = self._flags
+        self._scope_column.append(scope)
+        tool.append(self._name(tool_name))
+        args_col.append(args_hash)
+        result_col.append(result_hash or 0)
+        unknown_col.append(0 if unknown is None else self._name(unknown))
+        has_result.append(result_hash is not None)
+        has_unknown.append(unknown is not None)
+        known_poll.append(is_known_poll(tool_name, args))
+        compacted.append(compaction)
+        return len(self._scope_column) - 1
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """A context compaction in this scope: the guard is armed for its next calls."""
@@ -293,21 +309,12 @@ class CallTableBuilder:
 
     def build(self) -> CallTable:
         """The table of everything added so far (the builder can go on adding)."""
-        n = len(self._rows)
-        columns = list(zip(*self._rows, strict=True)) if n else [()] * 7
-        scope, tool, args, result, unknown, known_poll, compaction = columns
-        has_result = np.fromiter((r >= 0 for r in result), np.bool_, n)
-        has_unknown = np.fromiter((u >= 0 for u in unknown), np.bool_, n)
-        return CallTable(
-            scope=np.fromiter(scope, np.int64, n),
-            tool_hash=np.fromiter(tool, np.uint64, n),
-            args_hash=np.fromiter(args, np.uint64, n),
-            result_hash=np.fromiter((max(r, 0) for r in result), np.uint64, n),
-            has_result=has_result,
-            unknown_hash=np.fromiter((max(u, 0) for u in unknown), np.uint64, n),
-            has_unknown=has_unknown,
-            known_poll=np.fromiter(known_poll, np.bool_, n),
-            compaction=np.fromiter(compaction, np.bool_, n),
-            scopes=tuple(self._scope_ids),
-            names=dict(self._names),
-        )
+        n = len(self._scope_column)
+        hashes = np.empty((n, 4), np.uint64)
+        flags = np.empty((n, 4), np.bool_)
+        for column, values in enumerate(self._hashes):
+            hashes[:, column] = np.array(values, np.uint64)
+        for column, marks in enumerate(self._flags):
+            flags[:, column] = np.array(marks, np.bool_)
+        scope = np.array(self._scope_column, np.int64)
+        return CallTable(scope, hashes, flags, tuple(self._scope_ids), dict(self._names))

@@ -28,7 +28,17 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._calltable import CallTable, CallTableBuilder
+from ._calltable import (
+    ARGS,
+    COMPACTION,
+    HAS_RESULT,
+    HAS_UNKNOWN,
+    RESULT,
+    TOOL,
+    UNKNOWN,
+    CallTable,
+    CallTableBuilder,
+)
 from ._config import LoopDetectionConfig, with_setting
 from ._detector import _coerce_config, verdict_from
 from ._history_py import _scan as _scan_ring
@@ -52,7 +62,7 @@ LEVELS: tuple[str | None, ...] = (None, "warning", "critical")
 _UNKNOWN, _GLOBAL, _POLL, _PINGPONG, _GENERIC = range(1, 6)
 
 #: Calls handled per block of whole scopes: bounds the temporaries (about 150 bytes a call).
-_BLOCK = 1 << 20
+_BLOCK = 1 << 17
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -97,8 +107,28 @@ def _equal_to(values: npt.NDArray[Any], lag: int) -> Bools:
     return out
 
 
+def _by_hash(args: npt.NDArray[np.uint64]) -> Ints:
+    """A stable sort of ``args``: indices grouped by hash, ascending within each group.
+
+    Sorting plain 64-bit keys is much faster than a stable argsort, so the index
+    replaces the low bits of each hash and the keys are sorted. Two different
+    hashes that agree above those bits would then interleave; that is checked,
+    and such a block takes the stable argsort instead.
+    """
+    n = len(args)
+    low = max(1, (n - 1).bit_length())
+    mask = np.uint64((1 << low) - 1)
+    keys = (args & ~mask) | np.arange(n, dtype=np.uint64)
+    keys.sort()
+    order = (keys & mask).astype(np.int64)
+    grouped = args[order]
+    shift = np.uint64(low)
+    if np.any((keys[1:] >> shift == keys[:-1] >> shift) & (grouped[1:] != grouped[:-1])):
+        order = np.argsort(args, kind="stable").astype(np.int64)
+    return order
+
+
 def _repeats(
-    scope: Ints,
     pos: Ints,
     args: npt.NDArray[np.uint64],
     result: npt.NDArray[np.uint64],
@@ -107,16 +137,16 @@ def _repeats(
 ) -> tuple[Ints, Ints]:
     """Recent count and no-progress streak of each call (scope order)."""
     n = len(args)
-    order = np.argsort(args, kind="stable")  # by hash; scope order (and so time) kept within
+    order = _by_hash(args)  # scope order, and so time, kept within each hash
     g_args = args[order]
-    g_scope = scope[order]
-    g_pos = pos[order]
+    # Scopes are contiguous here, so a call's index minus its position is where its
+    # scope starts: an earlier call of the same hash lies before that in another scope.
     starts = np.ones(n, np.bool_)
-    starts[1:] = (g_args[1:] != g_args[:-1]) | (g_scope[1:] != g_scope[:-1])
+    starts[1:] = (g_args[1:] != g_args[:-1]) | (order[:-1] < order[1:] - pos[order[1:]])
     group = np.cumsum(starts) - 1
-    # Position keys rise through each group and jump between groups by more than any
-    # window, so one binary search finds the oldest repeat still in the window.
-    key = group * (int(pos.max(initial=0)) + history + 1) + g_pos
+    # Keys rise through each group and jump between groups by more than any window,
+    # so one binary search finds the oldest repeat still in the window.
+    key = group * (n + history + 1) + order
     lowest = np.searchsorted(key, key - history)
     here = np.arange(n, dtype=np.int64)
     recent = here - lowest
@@ -127,7 +157,7 @@ def _repeats(
     before = np.zeros(n + 1, np.int64)  # repeats with a result before each index
     np.cumsum(g_has, out=before[1:])
     members = np.flatnonzero(g_has)
-    values = result[order][members]
+    values = result[order[members]]
     same = np.zeros(len(members), np.bool_)
     same[1:] = (values[1:] == values[:-1]) & (group[members[1:]] == group[members[:-1]])
     run = _runs(same) + 1  # equal results ending at each result-carrying repeat
@@ -143,13 +173,19 @@ def _repeats(
 
 
 def _block_stats(
-    table: CallTable, rows: Ints, scope: Ints, pos: Ints, history: int, window: int
-) -> tuple[Ints, Ints, Ints, Ints, Bools, Bools]:
-    args = table.args_hash[rows]
-    result = table.result_hash[rows]
-    has_result = table.has_result[rows]
-    tool = table.tool_hash[rows]
-    recent, streak = _repeats(scope, pos, args, result, has_result, history)
+    table: CallTable, rows: Ints, pos: Ints, history: int, window: int
+) -> tuple[npt.NDArray[np.int32], Bools]:
+    """Counts (recent, streak, unknown, ping-pong) and marks (no progress, aborted) per call."""
+    # One gather of whole rows each: the calls of a block lie scattered over the table.
+    hashes = np.take(table.hashes, rows, axis=0)
+    flags = np.take(table.flags.view(np.uint32).reshape(-1), rows).view(np.bool_).reshape(-1, 4)
+    args = np.ascontiguousarray(hashes[:, ARGS])
+    result = hashes[:, RESULT]
+    has_result = flags[:, HAS_RESULT]
+    tool = hashes[:, TOOL]
+    counts = np.zeros((len(rows), 4), np.int32)
+    marks = np.zeros((len(rows), 2), np.bool_)
+    counts[:, 0], counts[:, 1] = _repeats(pos, args, result, has_result, history)
     records = np.minimum(pos, history)  # records in the window before each call
 
     # Ping-pong: the newest record is index i-1. Its alternating tail is 2 plus the
@@ -163,40 +199,41 @@ def _block_stats(
     tail_at = np.where(differs, 2 + _runs(alternates), 1)
     tail = np.minimum(_previous(tail_at, 1), records)
     continues = (records >= 2) & (tail >= 2) & _equal_to(args, 2)
-    pingpong = np.where(continues, tail + 1, 0)
+    counts[:, 3] = np.where(continues, tail + 1, 0)
     both_sides = _previous(has_result & _previous(has_result, False), False)
-    no_progress = continues & both_sides & (_previous(_runs(steady), 0) >= tail - 2)
+    marks[:, 0] = continues & both_sides & (_previous(_runs(steady), 0) >= tail - 2)
 
     # Unknown-tool streak: the run, ending at the newest record, of records of the
     # same tool failing with the same unknown name, if that tool is this one.
-    has_unknown = table.has_unknown[rows]
-    unknown = table.unknown_hash[rows]
-    same_failure = (
-        has_unknown
-        & _previous(has_unknown, False)
-        & _equal_to(tool, 1)
-        & _equal_to(unknown, 1)
-        & (pos >= 1)
-    )
-    failing = np.where(has_unknown, _runs(same_failure) + 1, 0)
-    unknown_streak = np.where(
-        (records >= 1) & _equal_to(tool, 1), np.minimum(_previous(failing, 0), records), 0
-    )
+    has_unknown = flags[:, HAS_UNKNOWN]
+    if has_unknown.any():
+        same_failure = (
+            has_unknown
+            & _previous(has_unknown, False)
+            & _equal_to(tool, 1)
+            & _equal_to(hashes[:, UNKNOWN], 1)
+            & (pos >= 1)
+        )
+        failing = np.where(has_unknown, _runs(same_failure) + 1, 0)
+        counts[:, 2] = np.where(
+            (records >= 1) & _equal_to(tool, 1), np.minimum(_previous(failing, 0), records), 0
+        )
 
     # Post-compaction guard: armed at a call flagged ``compaction``, it aborts after
     # the window-th call if no compaction re-armed it and all of them are one triple.
-    compaction = table.compaction[rows]
-    here = np.arange(len(rows), dtype=np.int64)
-    armed_at = np.maximum.accumulate(np.where(compaction, here, -1))
-    same_triple = (
-        _equal_to(tool, 1)
-        & _equal_to(args, 1)
-        & (_equal_to(has_result, 1))
-        & (_equal_to(result, 1) | ~has_result)
-        & (pos >= 1)
-    )
-    aborted = (armed_at == here - (window - 1)) & (_runs(same_triple) >= window - 1)
-    return recent, streak, unknown_streak, pingpong, no_progress, aborted
+    compaction = flags[:, COMPACTION]
+    if compaction.any():
+        here = np.arange(len(rows), dtype=np.int64)
+        armed_at = np.maximum.accumulate(np.where(compaction, here, -1))
+        same_triple = (
+            _equal_to(tool, 1)
+            & _equal_to(args, 1)
+            & _equal_to(has_result, 1)
+            & (_equal_to(result, 1) | ~has_result)
+            & (pos >= 1)
+        )
+        marks[:, 1] = (armed_at == here - (window - 1)) & (_runs(same_triple) >= window - 1)
+    return counts, marks
 
 
 def _stats(table: CallTable, history: int, window: int) -> _Stats:
@@ -206,21 +243,23 @@ def _stats(table: CallTable, history: int, window: int) -> _Stats:
     order = np.argsort(table.scope.astype(narrow), kind="stable")  # radix sort when narrow
     sizes = np.bincount(table.scope, minlength=count)
     first = np.cumsum(sizes) - sizes  # each scope's first index in ``order``
-    sorted_scope = table.scope[order]
-    pos = np.arange(n, dtype=np.int64) - first[sorted_scope]
+    pos = np.arange(n, dtype=np.int64) - first[table.scope[order]]
 
-    out = [np.zeros(n, np.int32) for _ in range(4)] + [np.zeros(n, np.bool_) for _ in range(2)]
+    counts = np.zeros((n, 4), np.int32)
+    marks = np.zeros((n, 2), np.bool_)
+    # Whole rows move as one item each (a 2-D fancy assignment goes value by value).
+    count_rows = counts.view(np.dtype((np.void, 16))).reshape(-1)
+    mark_rows = marks.view(np.uint16).reshape(-1)
     # Blocks of whole scopes: cut at the first scope start at or after each multiple of _BLOCK.
     scope_starts = np.flatnonzero(pos == 0)
     at = np.searchsorted(scope_starts, np.arange(0, n, _BLOCK))
     cuts = np.unique(scope_starts[at[at < len(scope_starts)]])
-    bounds = [*cuts.tolist(), n]
-    for lo, hi in pairwise(bounds):
+    for lo, hi in pairwise([*cuts.tolist(), n]):
         rows = order[lo:hi]
-        parts = _block_stats(table, rows, sorted_scope[lo:hi], pos[lo:hi], history, window)
-        for target, part in zip(out, parts, strict=True):
-            target[rows] = part
-    return _Stats(*out)  # type: ignore[arg-type]
+        block_counts, block_marks = _block_stats(table, rows, pos[lo:hi], history, window)
+        count_rows[rows] = block_counts.view(np.dtype((np.void, 16))).reshape(-1)
+        mark_rows[rows] = block_marks.view(np.uint16).reshape(-1)
+    return _Stats(counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], marks[:, 0], marks[:, 1])
 
 
 def _verdicts(
