@@ -160,6 +160,42 @@ def _group_rank(group: str) -> int:
     return len(GROUP_ORDER)
 
 
+#: The legs of a batch-scan group: the numpy scan, the compiled per-call detector, the baseline.
+BATCH_LEGS = ("vectorised", "sequential", "baseline")
+
+
+def _write_table(terminalreporter: pytest.TerminalReporter, rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for index, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [
+            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
+        ]
+        terminalreporter.write_line("  ".join(cells))
+        if index == 0:
+            terminalreporter.write_line("  ".join("-" * width for width in widths))
+
+
+def _batch_summary(
+    terminalreporter: pytest.TerminalReporter, by_group: dict[str, dict[str, Figure]]
+) -> None:
+    """Batch-scan groups: seconds per call and calls per second of each leg, and the ratios."""
+    groups = [group for group, legs in by_group.items() if BATCH_LEGS[0] in legs]
+    if not groups:
+        return
+    rows = [("group", *BATCH_LEGS, "seq/vec", "base/vec")]
+    for group in groups:
+        legs = by_group[group]
+        vectorised, sequential, baseline = (legs.get(name) for name in BATCH_LEGS)
+        cells = [
+            "-" if f is None else f"{_format(f)} ({1 / f.value / 1e6:.2f} M calls/s)"
+            for f in (vectorised, sequential, baseline)
+        ]
+        rows.append((group, *cells, _ratio(sequential, vectorised), _ratio(baseline, vectorised)))
+    terminalreporter.write_sep("=", "loopcore: batch scan vs per-call detector vs baseline")
+    terminalreporter.write_line("medians per call; ratios > 1 mean the first is slower")
+    _write_table(terminalreporter, rows)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     items = terminalreporter.config.stash[FIGURES].items
@@ -168,7 +204,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     by_group: dict[str, dict[str, Figure]] = {}
     for figure in items:
         by_group.setdefault(figure.group, {})[figure.leg] = figure
-    groups = sorted(by_group, key=_group_rank)
+    _batch_summary(terminalreporter, by_group)
+    groups = sorted((g for g in by_group if BATCH_LEGS[0] not in by_group[g]), key=_group_rank)
+    if not groups:
+        return
     header = ("group", *LEGS, "base/comp", "py/comp", "base/py")
     rows = [header]
     for group in groups:
@@ -185,16 +224,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 _ratio(baseline, python),
             )
         )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     terminalreporter.write_sep("=", "loopcore: compiled vs pure Python vs plain-Python baseline")
     terminalreporter.write_line(
         "medians per operation (a call cycle, or one fingerprint); memory in bytes per scope; "
         "ratios > 1 mean the first is slower / larger"
     )
-    for index, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
-            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
-        ]
-        terminalreporter.write_line("  ".join(cells))
-        if index == 0:
-            terminalreporter.write_line("  ".join("-" * width for width in widths))
+    _write_table(terminalreporter, rows)

@@ -120,7 +120,7 @@ def _by_hash(args: npt.NDArray[np.uint64]) -> Ints:
     mask = np.uint64((1 << low) - 1)
     keys = (args & ~mask) | np.arange(n, dtype=np.uint64)
     keys.sort()
-    order = (keys & mask).astype(np.int64)
+    order: Ints = (keys & mask).astype(np.int64)
     grouped = args[order]
     shift = np.uint64(low)
     if np.any((keys[1:] >> shift == keys[:-1] >> shift) & (grouped[1:] != grouped[:-1])):
