@@ -61,8 +61,9 @@ LEVELS: tuple[str | None, ...] = (None, "warning", "critical")
 
 _UNKNOWN, _GLOBAL, _POLL, _PINGPONG, _GENERIC = range(1, 6)
 
-#: Calls handled per block of whole scopes: bounds the temporaries (about 150 bytes a call).
-_BLOCK = 1 << 17
+#: Calls handled per block of whole scopes. A block's temporaries (a few hundred bytes a
+#: call) then stay in the CPU caches: 2**15 ran 1.3x faster than 2**17 and 2x than 2**20.
+_BLOCK = 1 << 15
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -145,10 +146,14 @@ def _repeats(
     starts[1:] = (g_args[1:] != g_args[:-1]) | (order[:-1] < order[1:] - pos[order[1:]])
     group = np.cumsum(starts) - 1
     # Keys rise through each group and jump between groups by more than any window,
-    # so one binary search finds the oldest repeat still in the window.
+    # so one binary search finds the oldest repeat still in the window. Most calls
+    # have no repeat in it at all (the one before them in the group is too old or
+    # in another group): only the others are searched.
     key = group * (n + history + 1) + order
-    lowest = np.searchsorted(key, key - history)
     here = np.arange(n, dtype=np.int64)
+    lowest = here.copy()
+    repeated = np.flatnonzero(_previous(key, -n - history - 1) >= key - history)
+    lowest[repeated] = np.searchsorted(key, key[repeated] - history)
     recent = here - lowest
 
     g_has = has_result[order]
