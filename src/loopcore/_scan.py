@@ -241,14 +241,21 @@ def _block_stats(
     return counts, marks
 
 
-def _stats(table: CallTable, history: int, window: int) -> _Stats:
+def _scope_index(table: CallTable) -> tuple[Ints, Ints, Ints]:
+    """Trace indices scope by scope in time order, each scope's first place in that order,
+    and each place's position within its scope."""
     n = len(table)
-    count = len(table.scopes) or (int(table.scope.max()) + 1 if n else 0)
+    count = max(len(table.scopes), int(table.scope.max()) + 1 if n else 0)
     narrow = np.uint16 if count <= 1 << 16 else np.int64
     order = np.argsort(table.scope.astype(narrow), kind="stable")  # radix sort when narrow
     sizes = np.bincount(table.scope, minlength=count)
-    first = np.cumsum(sizes) - sizes  # each scope's first index in ``order``
-    pos = np.arange(n, dtype=np.int64) - first[table.scope[order]]
+    first = np.cumsum(sizes) - sizes
+    return order, first, np.arange(n, dtype=np.int64) - first[table.scope[order]]
+
+
+def _stats(table: CallTable, history: int, window: int) -> _Stats:
+    n = len(table)
+    order, _, pos = _scope_index(table)
 
     counts = np.zeros((n, 4), np.int32)
     marks = np.zeros((n, 2), np.bool_)
@@ -324,12 +331,12 @@ class ScanResult:
     marks the calls after which the post-compaction guard would abort the run.
     """
 
-    __slots__ = ("_stats", "aborted", "config", "count", "detector", "level", "table")
+    __slots__ = ("_index", "aborted", "config", "count", "detector", "level", "table")
 
     def __init__(self, table: CallTable, config: LoopDetectionConfig, stats: _Stats) -> None:
         self.table = table
         self.config = config
-        self._stats = stats
+        self._index: tuple[Ints, Ints, Ints] | None = None
         self.level, self.detector, self.count = _verdicts(stats, table.known_poll, config)
         guard_on = config.enabled is not False
         self.aborted: Bools = stats.aborted if guard_on else np.zeros(len(table), np.bool_)
@@ -341,6 +348,13 @@ class ScanResult:
         warned = int(np.count_nonzero(self.level == 1))
         blocked = int(np.count_nonzero(self.level == 2))
         return f"ScanResult({len(self)} calls, {warned} warnings, {blocked} blocks)"
+
+    def _by_scope(self) -> tuple[Ints, Ints, Ints]:
+        """``_scope_index`` of the table, built on first use: ``verdict`` then reads only
+        the call's own window."""
+        if self._index is None:
+            self._index = _scope_index(self.table)
+        return self._index
 
     def verdict(self, index: int) -> Verdict:
         """The full ``Verdict`` (message, warning key) for one call, recomputed from its window."""
@@ -354,7 +368,13 @@ class ScanResult:
             return NOT_STUCK
         table = self.table
         history = self.config.history_size
-        earlier = np.flatnonzero(table.scope[:index] == table.scope[index])[-history:]
+        order, first, _ = self._by_scope()
+        scope = int(table.scope[index])
+        start = int(first[scope])
+        end = int(first[scope + 1]) if scope + 1 < len(first) else len(order)
+        # Within its scope the trace indices rise, so a binary search finds the call.
+        position = int(np.searchsorted(order[start:end], index))
+        earlier = order[start + max(0, position - history) : start + position]
         # The reference scan over the window, with hashes standing in for names.
         ring: deque[list[Any]] = deque(
             [
@@ -410,10 +430,9 @@ class ScanResult:
     def scopes(self) -> list[ScopeSummary]:
         """One summary per scope that has calls, in order of their first call."""
         table = self.table
-        order = np.argsort(table.scope, kind="stable")
+        order, _, pos = self._by_scope()
         scope_sorted = table.scope[order]
-        starts = np.flatnonzero(np.diff(scope_sorted, prepend=-1) != 0)
-        bounds = [*starts.tolist(), len(table)]
+        bounds = [*np.flatnonzero(pos == 0).tolist(), len(table)]
         summaries = []
         for lo, hi in pairwise(bounds):
             rows = order[lo:hi]
