@@ -1,4 +1,4 @@
-"""The ``loopcore`` command line: ``loopcore demo``."""
+"""The ``loopcore`` command line: ``loopcore demo`` and ``loopcore replay``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+
+from .replay import add_parser as add_replay
 
 __all__ = ["main"]
 
@@ -21,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-color", action="store_true", help="plain output (also when stdout is not a terminal)"
     )
+    add_replay(commands)
     return parser
 
 
@@ -31,6 +34,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run
 
             return run(color=not args.no_color)
+        if args.command == "replay":
+            from .replay import run as replay
+
+            return replay(args, sys.stdout, sys.stderr)
     except BrokenPipeError:
         # The reader went away (``loopcore demo | head``): stop quietly, and keep
         # the interpreter's final flush from failing on the closed pipe.
