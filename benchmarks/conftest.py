@@ -160,6 +160,9 @@ def _group_rank(group: str) -> int:
     return len(GROUP_ORDER)
 
 
+#: ``loopcore replay`` end to end, and a sweep of 11 values of the same trace (per call).
+REPLAY_GROUP = "replay: 100,000 calls"
+
 #: The legs of a batch-scan group: the numpy scan, the compiled per-call detector, the baseline.
 BATCH_LEGS = ("vectorised", "sequential", "baseline")
 
@@ -180,7 +183,7 @@ def _batch_summary(
 ) -> None:
     """Batch-scan groups: seconds per call and calls per second of each leg, and the ratios."""
     groups = [group for group, legs in by_group.items() if BATCH_LEGS[0] in legs]
-    if not groups:
+    if not groups and REPLAY_GROUP not in by_group:
         return
     rows = [("group", *BATCH_LEGS, "seq/vec", "base/vec")]
     for group in groups:
@@ -192,8 +195,16 @@ def _batch_summary(
         ]
         rows.append((group, *cells, _ratio(sequential, vectorised), _ratio(baseline, vectorised)))
     terminalreporter.write_sep("=", "loopcore: batch scan vs per-call detector vs baseline")
-    terminalreporter.write_line("medians per call; ratios > 1 mean the first is slower")
-    _write_table(terminalreporter, rows)
+    if groups:
+        terminalreporter.write_line("medians per call; ratios > 1 mean the first is slower")
+        _write_table(terminalreporter, rows)
+    replay = by_group.get(REPLAY_GROUP, {})
+    plain, swept = replay.get("replay"), replay.get("sweep")
+    if plain is not None:
+        line = f"{REPLAY_GROUP}: {1 / plain.value:,.0f} calls/s end to end (JSON parsing included)"
+        if swept is not None:
+            line += f"; --sweep of 11 values / one replay: {_ratio(swept, plain)}"
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(trylast=True)
@@ -205,7 +216,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for figure in items:
         by_group.setdefault(figure.group, {})[figure.leg] = figure
     _batch_summary(terminalreporter, by_group)
-    groups = sorted((g for g in by_group if BATCH_LEGS[0] not in by_group[g]), key=_group_rank)
+    groups = sorted(
+        (g for g in by_group if BATCH_LEGS[0] not in by_group[g] and g != REPLAY_GROUP),
+        key=_group_rank,
+    )
     if not groups:
         return
     header = ("group", *LEGS, "base/comp", "py/comp", "base/py")

@@ -22,6 +22,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 import loopcore
+from conftest import REPLAY_GROUP, Figures
 from loopcore.cli import main
 from make_trace import write_trace
 
@@ -43,7 +44,7 @@ def _replay(*args: str) -> int:
         return main(["replay", *args])
 
 
-def _time(benchmark: BenchmarkFixture, name: str, *args: str) -> None:
+def _time(benchmark: BenchmarkFixture, figures: Figures, name: str, *args: str) -> None:
     benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
     benchmark.extra_info["calls"] = CALLS
     code = benchmark.pedantic(_replay, args=args, rounds=ROUNDS, iterations=1)
@@ -51,16 +52,17 @@ def _time(benchmark: BenchmarkFixture, name: str, *args: str) -> None:
     median = benchmark.stats.stats.median
     MEDIANS[name] = median
     benchmark.extra_info["calls_per_s"] = round(CALLS / median)
+    figures.add(REPLAY_GROUP, name, median / CALLS, "s")
 
 
 @pytest.mark.benchmark(group="replay 100k calls")
-def test_replay(benchmark: BenchmarkFixture, trace: Path) -> None:
-    _time(benchmark, "replay", str(trace), "--enable", "--format", "json")
+def test_replay(benchmark: BenchmarkFixture, figures: Figures, trace: Path) -> None:
+    _time(benchmark, figures, "replay", str(trace), "--enable", "--format", "json")
 
 
 @pytest.mark.benchmark(group="replay 100k calls")
-def test_replay_sweep_11_values(benchmark: BenchmarkFixture, trace: Path) -> None:
+def test_replay_sweep_11_values(benchmark: BenchmarkFixture, figures: Figures, trace: Path) -> None:
     sweep = ("--sweep", "warningThreshold=5:15", "--format", "json")
-    _time(benchmark, "sweep", str(trace), "--enable", *sweep)
+    _time(benchmark, figures, "sweep", str(trace), "--enable", *sweep)
     if "replay" in MEDIANS:
         benchmark.extra_info["sweep_over_replay"] = round(MEDIANS["sweep"] / MEDIANS["replay"], 2)
