@@ -23,6 +23,9 @@ from loopcore import (
     load_config,
     resolve_config,
 )
+from loopcore._config import load_block, overlay, with_setting, with_settings
+
+from .conftest import loopcore_records
 
 ROOT = "tools.loopDetection"
 
@@ -943,3 +946,49 @@ def test_resolve_config_logs_each_repair_once(caplog: pytest.LogCaptureFixture) 
         cfg = resolve_config({"criticalThreshold": 4}, {"historySize": 40})
     assert (cfg.critical_threshold, cfg.history_size) == (11, 40)
     assert len(_warnings(caplog)) == 1
+
+
+def test_overrides_apply_to_the_settings_as_given_in_any_order(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    block = {"warningThreshold": 10, "criticalThreshold": 5}  # alone, repaired to 11
+    caplog.clear()
+    one_way = with_settings(block, {"warningThreshold": 3, "historySize": 60})
+    other_way = with_settings(block, {"historySize": 60, "warningThreshold": 3})
+    assert (
+        one_way
+        == other_way
+        == LoopDetectionConfig(warning_threshold=3, critical_threshold=5, history_size=60)
+    )
+    assert loopcore_records(caplog) == []  # a valid final config logs no repair
+    assert overlay(block, {"detectors.pingPong": False}) == block | {
+        "detectors": {"pingPong": False}
+    }
+    # A config object is already repaired: settings apply to its effective values.
+    repaired = LoopDetectionConfig.from_mapping(block)
+    assert with_setting(repaired, "warningThreshold", 3).critical_threshold == 11
+    assert with_setting(None, "detectors.pingPong", False).detectors.ping_pong is False
+    with pytest.raises(ConfigError, match=r"^tools\.loopDetection\.warningTreshold: unknown key"):
+        with_setting(block, "warningTreshold", 3)
+    with pytest.raises(ConfigError, match=r"^tools\.loopDetection\.detectors: name one setting"):
+        with_setting(block, "detectors", False)
+    with pytest.raises(ConfigError, match=r"^tools\.loopDetection\.historySize: has no nested"):
+        with_setting(block, "historySize.x", 3)
+    with pytest.raises(ConfigError, match=r"^tools\.loopDetection\.historySize: expected a pos"):
+        with_setting(block, "historySize", 0)
+
+
+def test_load_block_is_the_file_before_repairs(tmp_path: Path) -> None:
+    path = tmp_path / "openclaw.json5"
+    path.write_text(
+        "{tools: {loopDetection: {warningThreshold: 10, criticalThreshold: 5}},"
+        " agents: {list: [{id: 'main', tools: {loopDetection: {detectors: {pingPong: false}}}}]}}"
+    )
+    block = load_block(path, agent_id="main")
+    assert block == {
+        "warningThreshold": 10,
+        "criticalThreshold": 5,
+        "detectors": {"pingPong": False},
+    }
+    assert LoopDetectionConfig.from_mapping(block) == load_config(path, agent_id="main")
+    assert with_setting(block, "warningThreshold", 3).critical_threshold == 5

@@ -708,3 +708,75 @@ def test_plot_to_an_unwritable_path_is_an_error(tmp_path: Path, replay: Replay) 
     code, _, err = replay("--enable", "--plot", target, EXAMPLE)
     assert code == 2
     assert err == f"loopcore replay: --plot: cannot write {target}: No such file or directory\n"
+
+
+# -- review findings ----------------------------------------------------------------------------
+
+
+def test_lines_python_cannot_parse_are_malformed_not_crashes(
+    tmp_path: Path, replay: Replay
+) -> None:
+    huge = '{"tool": "a", "args": {"x": ' + "1" * 5000 + "}}"
+    nan = '{"tool": "a", "args": {}, "session": NaN}'
+    path = _write(tmp_path / "odd.jsonl", [huge, nan, *_stuck_events(3)])
+    code, _, err = replay("--enable", path)
+    assert code == 0
+    lines = err.splitlines()
+    assert lines[0].startswith(f"{path}:1: invalid JSON: ")
+    assert lines[1] == f"{path}:2: session: NaN is not a usable session id"
+
+
+def test_set_overrides_apply_together_in_any_order(
+    tmp_path: Path, replay: Replay, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _write(tmp_path / "t.jsonl", _stuck_events())
+    outs = []
+    for order in (
+        ("criticalThreshold=5", "warningThreshold=3"),
+        ("warningThreshold=3", "criticalThreshold=5"),
+    ):
+        caplog.clear()
+        code, out, _ = replay(
+            "--enable", "--set", order[0], "--set", order[1], "--format", "json", path
+        )
+        assert code == 1
+        settings = json.loads(out)["summary"]["settings"]
+        assert (settings["warningThreshold"], settings["criticalThreshold"]) == (3, 5)
+        assert not [r for r in caplog.records if r.name == "loopcore"]  # nothing was repaired
+        outs.append(out)
+    assert outs[0] == outs[1]
+
+
+def test_a_bad_plot_target_is_refused_before_the_replay(tmp_path: Path, replay: Replay) -> None:
+    pytest.importorskip("matplotlib")
+    code, out, err = replay("--enable", "--plot", tmp_path, EXAMPLE)
+    assert (code, out) == (2, "")
+    assert err == f"loopcore replay: --plot: cannot write {tmp_path}: Is a directory\n"
+
+
+def test_an_unreadable_directory_is_an_error_naming_it(
+    tmp_path: Path, replay: Replay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+
+    def refuse(path: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "scandir", refuse)  # root may read anything; pretend otherwise
+    code, out, err = replay(locked)
+    assert (code, out) == (2, "")
+    assert err == f"loopcore replay: {locked}: cannot read: Permission denied\n"
+
+
+def test_an_internal_error_exits_2_not_1(replay: Replay, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopcore.cli import replay as replay_module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(replay_module, "scan", broken)
+    code, out, err = replay("--enable", EXAMPLE)
+    assert (code, out) == (2, "")
+    assert "RuntimeError: boom" in err
+    assert err.endswith("loopcore replay: internal error (please report it)\n")

@@ -384,3 +384,97 @@ def test_scan_rejects_what_is_not_a_trace() -> None:
     empty = scan([], {"enabled": True})
     assert len(empty) == 0
     assert empty.scopes() == []
+
+
+# -- review findings: extreme settings, foreign columns, sweeps over repaired configs -------------
+
+
+def test_absurd_window_sizes_answer_like_the_longest_useful_one() -> None:
+    trace = [
+        {"tool": "read", "args": {"p": i % 3}, "result": 1, "run_id": f"r{i % 5}"}
+        for i in range(60)
+    ]
+    sane = scan(trace, {"enabled": True, "historySize": 1_000})
+    for history in (2**62, 10**20):
+        huge = scan(trace, {"enabled": True, "historySize": history})
+        assert np.array_equal(huge.level, sane.level)
+        assert np.array_equal(huge.count, sane.count)
+    compacted = [{"type": "compaction"}, {"tool": "a", "args": {}}, {"tool": "a", "args": {}}]
+    assert not scan(compacted, {"postCompactionGuard": {"windowSize": 10**20}}).aborted.any()
+    assert scan(compacted, {"postCompactionGuard": {"windowSize": 2}}).aborted.tolist() == [
+        False,
+        True,
+    ]
+
+
+def test_more_scopes_than_a_16_bit_id_agree_with_the_reference_scan() -> None:
+    scopes = 70_000  # past 65,536 the scope sort takes its int64 path
+    ids = np.repeat(np.arange(scopes), 3)
+    rng = np.random.default_rng(5)
+    order = rng.permutation(len(ids))
+    table = CallTable.from_columns(
+        scope=ids[order],
+        tool_hash=np.ones(len(ids), np.uint64),
+        args_hash=(ids[order] % 7).astype(np.uint64),
+        result_hash=np.zeros(len(ids), np.uint64),
+        has_result=np.ones(len(ids), np.bool_),
+    )
+    result = scan(table, {"enabled": True, "warningThreshold": 2, "criticalThreshold": 3})
+    # Each scope's third call repeats its two earlier ones: a warning, nothing else.
+    assert np.count_nonzero(result.level == 1) == scopes
+    assert np.count_nonzero(result.level == 2) == 0
+    for index in rng.choice(len(ids), 300, replace=False).tolist():
+        verdict = result.verdict(index)
+        assert (LEVELS[verdict.level], verdict.count) == (
+            result.level[index],
+            result.count[index],
+        )
+    assert len(result.scopes()) == scopes
+
+
+def test_from_columns_takes_python_lists_of_real_hashes_and_sparse_ids() -> None:
+    hashes = [hash_call("read", {"p": i % 2}) for i in range(6)]
+    assert max(hashes) >= 2**63  # numpy alone would read such a list as floats
+    caller_scope = np.array([10**9, 10**9, 7, 7, 10**9, 7])
+    table = CallTable.from_columns(
+        scope=caller_scope,
+        tool_hash=[name_hash("read")] * 6,
+        args_hash=hashes,
+        result_hash=[-1] * 6,
+        has_result=[True] * 6,
+    )
+    assert table.args_hash.tolist() == hashes
+    assert table.result_hash.tolist() == [2**64 - 1] * 6
+    assert table.scopes == ((None, "scope-7"), (None, "scope-1000000000"))
+    assert table.scope.tolist() == [1, 1, 0, 0, 1, 0]
+    assert caller_scope.flags.writeable  # the caller's array is neither frozen nor shared
+    caller_scope[0] = 7
+    assert table.scope[0] == 1
+    empty = CallTable.from_columns(scope=[], tool_hash=[], args_hash=[], has_result=[])
+    assert len(empty) == 0
+    with pytest.raises(ValueError, match=r"^scope: expected values below 2\*\*63"):
+        CallTable.from_columns(scope=np.array([2**63], np.uint64), tool_hash=[1], args_hash=[1])
+    with pytest.raises(ValueError, match=r"^scopes\[0\]: expected a \(session, run_id\) pair"):
+        CallTable.from_columns(scope=[0], tool_hash=[1], args_hash=[1], scopes=["x"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"^scopes: two scope ids name the same"):
+        CallTable.from_columns(
+            scope=[0, 1], tool_hash=[1, 1], args_hash=[1, 1], scopes=[("s", "r"), ("s", " r ")]
+        )
+
+
+def test_a_sweep_starts_from_the_settings_as_given() -> None:
+    trace = stuck_trace()
+    base = {"enabled": True, "warningThreshold": 10, "criticalThreshold": 5}  # repaired to 11
+    ((_, swept),) = sweep(trace, base, "warningThreshold", [3])
+    alone = scan(trace, {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5})
+    assert swept.config == alone.config
+    assert swept.config.critical_threshold == 5
+    assert np.array_equal(swept.level, alone.level)
+
+
+def test_results_are_read_only_and_not_shared_between_swept_values() -> None:
+    first, second = (result for _, result in sweep(stuck_trace(), None, "warningThreshold", [4, 5]))
+    assert first.aborted is not second.aborted
+    for array in (first.level, first.detector, first.count, first.aborted):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1

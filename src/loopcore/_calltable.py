@@ -48,8 +48,32 @@ U64 = npt.NDArray[np.uint64]
 Flags = npt.NDArray[np.bool_]
 
 
+_MASK = (1 << 64) - 1
+
+
+def _from_sequence(values: object, dtype: type[np.generic]) -> Any:
+    """A Python sequence of ints or bools as an array of ``dtype``, or None to let numpy try.
+
+    numpy reads a list that mixes hashes of 2**63 and above with smaller ones
+    as floats; hashes are taken modulo 2**64 instead (so signed views work too).
+    """
+    if isinstance(values, np.ndarray) or not isinstance(values, (list, tuple)):
+        return None
+    if dtype is np.bool_:
+        if all(isinstance(v, (bool, np.bool_)) for v in values):
+            return np.array(values, np.bool_).reshape(len(values))
+        return None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return None
+    if dtype is np.uint64:
+        return np.array([int(v) & _MASK for v in values], np.uint64).reshape(len(values))
+    return None
+
+
 def _column(name: str, values: object, dtype: type[np.generic], length: int | None) -> Any:
-    array = np.asarray(values)
+    array = _from_sequence(values, dtype)
+    if array is None:
+        array = np.asarray(values)
     if array.ndim != 1:
         raise ValueError(f"{name}: expected a one-dimensional array, got {array.ndim} dimensions")
     if length is not None and len(array) != length:
@@ -57,15 +81,32 @@ def _column(name: str, values: object, dtype: type[np.generic], length: int | No
             f"{name}: expected {length} values like the other columns, got {len(array)}"
         )
     if dtype is np.bool_:
-        if array.dtype != np.bool_:
+        if array.size and array.dtype != np.bool_:
             raise ValueError(f"{name}: expected booleans, got dtype {array.dtype}")
-        return np.ascontiguousarray(array)
+        return np.array(array, np.bool_)
     if array.size and not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{name}: expected integers, got dtype {array.dtype}")
     if dtype is np.uint64 and array.dtype.kind == "i" and array.size and array.min() < 0:
         # Signed 64-bit views of hashes are common (databases); keep their bits.
-        return np.ascontiguousarray(array.astype(np.int64).view(np.uint64))
-    return np.ascontiguousarray(array, dtype=dtype)
+        return array.astype(np.int64).view(np.uint64)
+    if dtype is np.int64 and array.dtype == np.uint64 and array.size and array.max() >= 1 << 63:
+        raise ValueError(f"{name}: expected values below 2**63, got {array.max()}")
+    # Always a copy: the table freezes its arrays, and must not freeze or share the caller's.
+    return np.array(array, dtype)
+
+
+def _scope_keys(scopes: Sequence[object]) -> tuple[ScopeKey, ...]:
+    keys = []
+    for index, key in enumerate(scopes):
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise ValueError(f"scopes[{index}]: expected a (session, run_id) pair, got {key!r}")
+        try:
+            keys.append(scope_key(*key))
+        except TypeError as exc:
+            raise ValueError(f"scopes[{index}].{exc}") from None
+    if len(set(keys)) != len(keys):
+        raise ValueError("scopes: two scope ids name the same (session, run_id) scope")
+    return tuple(keys)
 
 
 #: Columns of ``CallTable.hashes`` and ``CallTable.flags``.
@@ -134,18 +175,22 @@ class CallTable:
     ) -> CallTable:
         """A table from pre-fingerprinted columns, checked; optional columns default to off.
 
-        ``scope`` holds non-negative scope ids; without ``scopes`` the id ``i``
-        stands for the scope ``(None, "scope-i")``.
+        ``scope`` holds non-negative scope ids indexing ``scopes``; without
+        ``scopes`` the id ``i`` stands for the scope ``(None, "scope-i")``. Hash
+        columns take unsigned or signed 64-bit values (a signed one keeps its bits).
         """
         scope_ids = _column("scope", scope, np.int64, None)
         n = len(scope_ids)
         if n and scope_ids.min() < 0:
             raise ValueError(f"scope: expected non-negative scope ids, got {scope_ids.min()}")
-        count = int(scope_ids.max()) + 1 if n else 0
         if scopes is None:
-            keys: tuple[ScopeKey, ...] = tuple((None, f"scope-{i}") for i in range(count))
+            # Ids may be sparse (database keys): renumber them densely, keep them in the names.
+            used, scope_ids = np.unique(scope_ids, return_inverse=True)
+            scope_ids = scope_ids.astype(np.int64).reshape(n)
+            keys: tuple[ScopeKey, ...] = tuple((None, f"scope-{i}") for i in used.tolist())
         else:
-            keys = tuple(scopes)
+            keys = _scope_keys(scopes)
+            count = int(scope_ids.max()) + 1 if n else 0
             if len(keys) < count:
                 raise ValueError(f"scopes: expected at least {count} scope keys, got {len(keys)}")
         hashes = np.zeros((n, 4), np.uint64)
@@ -277,6 +322,9 @@ class CallTableBuilder:
             raise EventError(f"{unknown_fields[0]}: unknown event field (known: {known})")
         kind = event.get("type", "call")
         session = event.get("session")
+        if isinstance(session, float) and session != session:
+            # NaN never equals itself: every call would start a scope of its own.
+            raise EventError("session: NaN is not a usable session id")
         run_id = event.get("run_id")
         try:
             if kind == "compaction":

@@ -19,9 +19,12 @@ __all__ = [
     "LoopDetectionConfig",
     "PostCompactionGuardConfig",
     "config_mapping",
+    "load_block",
     "load_config",
+    "overlay",
     "resolve_config",
     "with_setting",
+    "with_settings",
 ]
 
 logger = logging.getLogger("loopcore")
@@ -242,6 +245,20 @@ def _validated(block: object, path: str) -> dict[str, Any]:
     return values
 
 
+def _merge(
+    global_block: Mapping[str, Any] | None, agent_block: Mapping[str, Any] | None, agent_path: str
+) -> dict[str, Any]:
+    """The agent block laid over the global one, field by field, both validated."""
+    merged = _validated(global_block, GLOBAL_PATH) if global_block is not None else {}
+    if agent_block is not None:
+        for name, value in _validated(agent_block, agent_path).items():
+            if name in _NESTED and isinstance(merged.get(name), dict):
+                merged[name] = {**merged[name], **value}
+            else:
+                merged[name] = value
+    return merged
+
+
 def resolve_config(
     global_block: Mapping[str, Any] | None = None,
     agent_block: Mapping[str, Any] | None = None,
@@ -249,14 +266,7 @@ def resolve_config(
     _agent_path: str = "agents.list[].tools.loopDetection",
 ) -> LoopDetectionConfig:
     """Overlay a per-agent ``tools.loopDetection`` block on the global one, field by field."""
-    merged = _validated(global_block, GLOBAL_PATH) if global_block is not None else {}
-    if agent_block is not None:
-        for name, value in _validated(agent_block, _agent_path).items():
-            if name in _NESTED and isinstance(merged.get(name), dict):
-                merged[name] = {**merged[name], **value}
-            else:
-                merged[name] = value
-    return LoopDetectionConfig.from_mapping(merged)
+    return LoopDetectionConfig.from_mapping(_merge(global_block, agent_block, _agent_path))
 
 
 def config_mapping(config: LoopDetectionConfig) -> dict[str, Any]:
@@ -275,27 +285,55 @@ def config_mapping(config: LoopDetectionConfig) -> dict[str, Any]:
     return block
 
 
-def with_setting(config: LoopDetectionConfig, key: str, value: object) -> LoopDetectionConfig:
-    """``config`` with one setting replaced; ``key`` is dotted camelCase (``detectors.pingPong``).
+def overlay(block: Mapping[str, Any] | None, settings: Mapping[str, object]) -> dict[str, Any]:
+    """A ``tools.loopDetection`` block with settings laid over it, validated, not yet resolved.
 
-    The result is validated and repaired like any config, so a bad key or value
-    is a ``ConfigError`` naming it.
+    Keys are dotted camelCase (``warningThreshold``, ``detectors.pingPong``). The
+    ordering repairs happen only when the result becomes a config, so the
+    order of the settings does not matter. A bad key or value is a
+    ``ConfigError`` naming it.
     """
-    if not isinstance(key, str) or not key:
-        raise ConfigError(f"setting: expected a dotted key such as 'warningThreshold', got {key!r}")
-    head, _, inner = key.partition(".")
-    block = config_mapping(config)
-    (name,) = _canonical_keys({head: None}, GLOBAL_PATH, _TOP_KEYS)
-    if name in _NESTED:
-        if not inner:
-            raise ConfigError(f"{GLOBAL_PATH}.{name}: name one setting inside it, e.g. {name}.x")
-        (inner_name,) = _canonical_keys({inner: None}, f"{GLOBAL_PATH}.{name}", _NESTED[name])
-        block[name] = {**block[name], inner_name: value}
-    elif inner:
-        raise ConfigError(f"{GLOBAL_PATH}.{name}: has no nested settings (got {key!r})")
-    else:
-        block[name] = value
-    return LoopDetectionConfig.from_mapping(block)
+    changes: dict[str, Any] = {}
+    for key, value in settings.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(
+                f"setting: expected a dotted key like 'warningThreshold', got {key!r}"
+            )
+        head, _, inner = key.partition(".")
+        (name,) = _canonical_keys({head: None}, GLOBAL_PATH, _TOP_KEYS)
+        if name in _NESTED:
+            if not inner:
+                raise ConfigError(
+                    f"{GLOBAL_PATH}.{name}: name one setting inside it, e.g. {name}.x"
+                )
+            path = f"{GLOBAL_PATH}.{name}"
+            (inner_name,) = _canonical_keys({inner: None}, path, _NESTED[name])
+            changes.setdefault(name, {})[inner_name] = value
+        elif inner:
+            raise ConfigError(f"{GLOBAL_PATH}.{name}: has no nested settings (got {key!r})")
+        else:
+            changes[name] = value
+    return _merge(block, changes, GLOBAL_PATH)
+
+
+def with_settings(
+    base: LoopDetectionConfig | Mapping[str, Any] | None, settings: Mapping[str, object]
+) -> LoopDetectionConfig:
+    """``base`` with settings replaced (see ``overlay``), as a config.
+
+    From a mapping (a ``tools.loopDetection`` block as written) the settings
+    apply before any repair; a ``LoopDetectionConfig`` has already been repaired,
+    so they apply to its effective values.
+    """
+    block = config_mapping(base) if isinstance(base, LoopDetectionConfig) else base
+    return LoopDetectionConfig.from_mapping(overlay(block, settings))
+
+
+def with_setting(
+    base: LoopDetectionConfig | Mapping[str, Any] | None, key: str, value: object
+) -> LoopDetectionConfig:
+    """``with_settings`` for one setting."""
+    return with_settings(base, {key: value})
 
 
 def _read(source: str | os.PathLike[str]) -> object:
@@ -331,6 +369,14 @@ def load_config(
     source: str | os.PathLike[str] | Mapping[str, Any], agent_id: str | None = None
 ) -> LoopDetectionConfig:
     """The resolved loop-detection config of a gateway config file (JSON5) or parsed mapping."""
+    return LoopDetectionConfig.from_mapping(load_block(source, agent_id))
+
+
+def load_block(
+    source: str | os.PathLike[str] | Mapping[str, Any], agent_id: str | None = None
+) -> dict[str, Any]:
+    """``load_config``'s block before it becomes a config: validated, agent override laid over
+    the global block, ordering not yet repaired (so that more settings can be laid over it)."""
     if isinstance(source, Mapping):
         root: object = source
         origin = "config"
@@ -344,7 +390,7 @@ def load_config(
     tools = _child(root, "tools", "tools")
     global_block = _child(tools, "loopDetection", GLOBAL_PATH) if tools else None
     if agent_id is None:
-        return resolve_config(global_block)
+        return _merge(global_block, None, GLOBAL_PATH)
 
     agents = _child(root, "agents", "agents")
     entries = agents.get("list") if agents else None
@@ -360,8 +406,8 @@ def load_config(
         agent_tools = _child(entry, "tools", f"agents.list[{index}].tools")
         path = f"agents.list[{index}].tools.loopDetection"
         agent_block = _child(agent_tools, "loopDetection", path) if agent_tools else None
-        return resolve_config(global_block, agent_block, _agent_path=path)
+        return _merge(global_block, agent_block, path)
     logger.warning(
         "loop detection: no agent with id %r in agents.list; using the global settings", agent_id
     )
-    return resolve_config(global_block)
+    return _merge(global_block, None, GLOBAL_PATH)

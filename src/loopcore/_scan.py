@@ -181,6 +181,11 @@ def _block_stats(
     table: CallTable, rows: Ints, pos: Ints, history: int, window: int
 ) -> tuple[npt.NDArray[np.int32], Bools]:
     """Counts (recent, streak, unknown, ping-pong) and marks (no progress, aborted) per call."""
+    # A window longer than the block's longest scope holds that whole scope, and a guard
+    # window longer than it can never fill: clamping changes no answer, and keeps the
+    # int64 keys below from overflowing on absurd settings.
+    history = min(history, len(rows))
+    window = min(window, len(rows) + 2)
     # One gather of whole rows each: the calls of a block lie scattered over the table.
     hashes = np.take(table.hashes, rows, axis=0)
     flags = np.take(table.flags.view(np.uint32).reshape(-1), rows).view(np.bool_).reshape(-1, 4)
@@ -339,7 +344,11 @@ class ScanResult:
         self._index: tuple[Ints, Ints, Ints] | None = None
         self.level, self.detector, self.count = _verdicts(stats, table.known_poll, config)
         guard_on = config.enabled is not False
-        self.aborted: Bools = stats.aborted if guard_on else np.zeros(len(table), np.bool_)
+        # A copy: the counts behind it are shared by every result of a sweep.
+        aborted = stats.aborted.copy() if guard_on else np.zeros(len(table), np.bool_)
+        self.aborted: Bools = aborted
+        for array in (self.level, self.detector, self.count, self.aborted):
+            array.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self.table)
@@ -431,45 +440,57 @@ class ScanResult:
         """One summary per scope that has calls, in order of their first call."""
         table = self.table
         order, _, pos = self._by_scope()
-        scope_sorted = table.scope[order]
-        bounds = [*np.flatnonzero(pos == 0).tolist(), len(table)]
+        n = len(order)
+        starts = np.flatnonzero(pos == 0)  # each scope's first place in ``order``
+        sizes = np.diff(starts, append=n)
+
+        def first(mask: Bools) -> Ints:
+            """Per scope, the place in ``order`` of its first call in ``mask``, or -1."""
+            places = np.flatnonzero(mask[order])
+            owner = np.searchsorted(starts, places, side="right") - 1
+            scopes, at = np.unique(owner, return_index=True)
+            out = np.full(len(starts), -1, np.int64)
+            out[scopes] = places[at]
+            return out
+
+        warned, blocked, aborted = (
+            first(self.level == 1),
+            first(self.level == 2),
+            first(self.aborted),
+        )
+        stop = np.minimum(
+            np.where(blocked >= 0, blocked - starts, sizes),
+            np.where(aborted >= 0, aborted - starts + 1, sizes),
+        )
+        # Detectors in order of first firing: each one's first place, sorted per scope.
+        firing = np.stack([first(self.detector == code) for code in range(1, len(DETECTORS))], 1)
+        ranked = np.argsort(np.where(firing >= 0, firing, n), axis=1, kind="stable") + 1
+        fired = np.count_nonzero(firing >= 0, axis=1)
+        names: dict[tuple[int, ...], tuple[str, ...]] = {}
+        traced = order.tolist()
+
+        def trace_index(place: int) -> int | None:
+            return traced[place] if place >= 0 else None
+
         summaries = []
-        for lo, hi in pairwise(bounds):
-            rows = order[lo:hi]
-            levels = self.level[rows]
-            stops = [len(rows)]
-            blocked = np.flatnonzero(levels == 2)
-            aborted = np.flatnonzero(self.aborted[rows])
-            if len(blocked):
-                stops.append(int(blocked[0]))
-            if len(aborted):
-                stops.append(int(aborted[0]) + 1)
-            fired = self.detector[rows]
-            fired = fired[fired > 0]
-            _, first = np.unique(fired, return_index=True)
-            key = table.scopes[int(scope_sorted[lo])]
+        for i in np.argsort(order[starts], kind="stable").tolist():
+            codes = tuple(ranked[i, : fired[i]].tolist())
+            if codes not in names:
+                names[codes] = tuple(str(DETECTORS[code]) for code in codes)
+            session, run_id = table.scopes[int(table.scope[traced[starts[i]]])]
             summaries.append(
                 ScopeSummary(
-                    session=key[0],
-                    run_id=key[1],
-                    calls=hi - lo,
-                    first_warning=_first(rows, levels == 1),
-                    first_block=_first(rows, levels == 2),
-                    aborted_at=_first(rows, self.aborted[rows]),
-                    detectors=tuple(str(DETECTORS[fired[i]]) for i in sorted(first.tolist())),
-                    saved=len(rows) - min(stops),
+                    session=session,
+                    run_id=run_id,
+                    calls=int(sizes[i]),
+                    first_warning=trace_index(int(warned[i])),
+                    first_block=trace_index(int(blocked[i])),
+                    aborted_at=trace_index(int(aborted[i])),
+                    detectors=names[codes],
+                    saved=int(sizes[i] - stop[i]),
                 )
             )
-        firsts = [int(order[lo]) for lo in bounds[:-1]]
-        return [
-            summary
-            for _, summary in sorted(zip(firsts, summaries, strict=True), key=lambda p: p[0])
-        ]
-
-
-def _first(rows: Ints, mask: Bools) -> int | None:
-    hits = np.flatnonzero(mask)
-    return int(rows[hits[0]]) if len(hits) else None
+        return summaries
 
 
 # -- entry points -----------------------------------------------------------------------------
@@ -528,10 +549,16 @@ def sweep(
 ) -> list[tuple[object, ScanResult]]:
     """``scan`` once per value of one setting (dotted camelCase, e.g. ``warningThreshold``).
 
+    With ``config`` a mapping, each value is laid over it as written, so the
+    result for a value is ``scan(events, {**config, setting: value})``.
+
     The trace is fingerprinted once, and the counts are computed once per
     distinct ``historySize`` and guard window; only the verdict table runs per value.
     """
-    base = _coerce_config(config)
+    _coerce_config(config)  # a bad base fails here, before any fingerprinting
+    # A mapping is laid under each value as written, before ordering repairs; a
+    # LoopDetectionConfig has been repaired already (see ``with_settings``).
+    base = config if isinstance(config, LoopDetectionConfig) else dict(config or {})
     table = _table(events, normalizers, send_tools)
     cache: dict[tuple[int, int], _Stats] = {}
     out = []

@@ -8,6 +8,7 @@ pyplot, so no GUI backend or global state is involved.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .replay import RunReport, _Report
 
-__all__ = ["MAX_LANES", "draw", "require_matplotlib"]
+__all__ = ["MAX_LANES", "check_target", "draw", "require_matplotlib"]
 
 #: Lanes beyond this make an unreadable picture; runs with verdicts are drawn first.
 MAX_LANES = 40
@@ -39,6 +40,19 @@ def require_matplotlib() -> None:
         from .replay import UsageError
 
         raise UsageError(MISSING) from None
+
+
+def check_target(path: str) -> None:
+    """Raise the replay's usage error now when the PNG could not be written at the end."""
+    from .replay import UsageError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"--plot: cannot write {path}: Is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"--plot: cannot write {path}: No such file or directory")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--plot: cannot write {path}: Permission denied")
 
 
 def _lane_label(run: RunReport) -> str:

@@ -19,6 +19,7 @@ import json
 import logging
 import re
 import textwrap
+import traceback
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -27,7 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import IMPLEMENTATION
-from .._config import ConfigError, LoopDetectionConfig, config_mapping, load_config, with_setting
+from .._config import (
+    ConfigError,
+    LoopDetectionConfig,
+    config_mapping,
+    load_block,
+    overlay,
+    with_setting,
+)
 from .._scan import DETECTORS, LEVELS, ScanResult, ScopeSummary, scan, sweep
 from .traces import InputError, Traces, load
 
@@ -99,25 +107,27 @@ def _setting_value(text: str) -> object:
         return text
 
 
-def _config(args: argparse.Namespace) -> LoopDetectionConfig:
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings block: ``--config`` (and ``--agent``), every ``--set``, then ``--enable``.
+
+    Kept as a block, before ordering repairs: the overrides (and a swept value)
+    are laid over the settings as written, so their order does not matter and
+    only the final config logs a repair.
+    """
     if args.agent is not None and args.config is None:
         raise UsageError("--agent: needs --config FILE")
-    config = (
-        load_config(args.config, agent_id=args.agent)
-        if args.config is not None
-        else LoopDetectionConfig()
-    )
+    block = load_block(args.config, agent_id=args.agent) if args.config is not None else {}
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--set: expected KEY=VALUE, got {item!r}")
         try:
-            config = with_setting(config, key.strip(), _setting_value(value.strip()))
+            block = overlay(block, {key.strip(): _setting_value(value.strip())})
         except ConfigError as exc:
             raise UsageError(f"--set {item}: {exc}") from None
     if args.enable:
-        config = with_setting(config, "enabled", True)
-    return config
+        block = overlay(block, {"enabled": True})
+    return block
 
 
 _SWEEP = re.compile(r"^\s*([^=\s]+)\s*=\s*(-?\d+):(-?\d+)(?::(-?\d+))?\s*$")
@@ -129,7 +139,7 @@ class Sweep:
     values: list[int]
 
 
-def _sweep(text: str, config: LoopDetectionConfig) -> Sweep:
+def _sweep(text: str, block: dict[str, Any]) -> Sweep:
     match = _SWEEP.match(text)
     if match is None:
         raise UsageError(f"--sweep: expected KEY=START:STOP[:STEP], got {text!r}")
@@ -147,7 +157,7 @@ def _sweep(text: str, config: LoopDetectionConfig) -> Sweep:
         )
     for value in values:  # every value checked (and its repairs logged) before reading input
         try:
-            with_setting(config, key, value)
+            with_setting(block, key, value)
         except ConfigError as exc:
             raise UsageError(f"--sweep {key}={value}: {exc}") from None
     return Sweep(key, values)
@@ -631,16 +641,30 @@ def _sweep_output(
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``loopcore replay``: the exit status (0 nothing would block, 1 something would, 2 error)."""
     try:
-        if args.plot is not None:
-            from .plot import require_matplotlib
+        return _run(args, out, err)
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
+    except Exception:
+        # A bug, not a verdict: exit 1 would read as "something would block".
+        traceback.print_exc(file=err)
+        print("loopcore replay: internal error (please report it)", file=err)
+        return 2
 
-            require_matplotlib()
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        if args.plot is not None:
             if args.sweep is not None:
                 raise UsageError(
                     "--plot: draws one configuration; it cannot be combined with --sweep"
                 )
-        config = _config(args)
-        spec = _sweep(args.sweep, config) if args.sweep is not None else None
+            from .plot import check_target, require_matplotlib
+
+            require_matplotlib()
+            check_target(args.plot)  # before the replay, not after its whole report
+        block = _config(args)
+        config = LoopDetectionConfig.from_mapping(block)
+        spec = _sweep(args.sweep, block) if args.sweep is not None else None
         traces = load(args.traces, strict=args.strict, err=err)
     except (UsageError, ConfigError, InputError) as exc:
         print(f"loopcore replay: {exc}", file=err)
@@ -653,7 +677,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         level = library.level
         library.setLevel(logging.ERROR)  # each value's repairs were logged once, when checked
         try:
-            results = sweep(traces.table, config, spec.setting, spec.values)
+            results = sweep(traces.table, block, spec.setting, spec.values)
         finally:
             library.setLevel(level)
         pos = _positions(traces.table.scope)

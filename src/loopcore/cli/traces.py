@@ -96,6 +96,10 @@ def _is_trace(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
 
+def _unreadable(exc: OSError) -> None:
+    raise InputError(f"{exc.filename}: cannot read: {_reason(exc)}")
+
+
 def expand(paths: Iterable[str]) -> list[str]:
     """The trace files named by ``paths``, directories expanded, each file once."""
     out: list[str] = []
@@ -112,7 +116,8 @@ def expand(paths: Iterable[str]) -> list[str]:
             keep(path)  # a missing file is reported when it is opened
             continue
         found: list[str] = []
-        for root, dirs, files in os.walk(path):
+
+        for root, dirs, files in os.walk(path, onerror=_unreadable):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             found.extend(os.path.join(root, name) for name in sorted(files) if _is_trace(name))
         if not found:
@@ -193,6 +198,9 @@ def _parse(line: bytes, number: int, report: _Problems) -> Any:
         return _SKIP
     except RecursionError:
         report(number, "invalid JSON: nested too deeply")
+        return _SKIP
+    except ValueError as exc:  # e.g. an integer past the interpreter's digit limit
+        report(number, f"invalid JSON: {exc}")
         return _SKIP
     if not isinstance(value, dict):
         report(number, f"expected a JSON object, got {_json_type(value)}")
