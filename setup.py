@@ -1,12 +1,15 @@
 """Declares the compiled twins; all metadata lives in pyproject.toml.
 
-``LOOPCORE_NO_EXTENSIONS=1`` at build time skips compiling (a pure-Python
-install); ``LOOPCORE_DEBUG_CYTHON=1`` turns Cython's safety checks back on.
+``LOOPCORE_NO_EXTENSIONS=1`` at build time, or an interpreter other than
+CPython, skips compiling (a pure-Python install). ``LOOPCORE_DEBUG_CYTHON=1``
+turns Cython's safety checks back on; ``LOOPCORE_CYTHON_TRACE=1`` compiles line
+tracing in, for coverage of the ``.pyx`` code (much slower: never for a release).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from setuptools import Extension, setup
 
@@ -14,11 +17,14 @@ MODULES = ["_fingerprint_c", "_history_c"]
 
 
 def extensions() -> list[Extension]:
-    if os.environ.get("LOOPCORE_NO_EXTENSIONS"):
+    # Only CPython loads the compiled twins (see the _fingerprint and _history
+    # choosers); PyPy and others get the pure-Python twins without a compiler.
+    if os.environ.get("LOOPCORE_NO_EXTENSIONS") or sys.implementation.name != "cpython":
         return []
     from Cython.Build import cythonize
 
     debug = os.environ.get("LOOPCORE_DEBUG_CYTHON") == "1"
+    trace = os.environ.get("LOOPCORE_CYTHON_TRACE") == "1"
     directives = {
         "language_level": 3,
         "embedsignature": True,
@@ -26,7 +32,11 @@ def extensions() -> list[Extension]:
         "wraparound": debug,
         "initializedcheck": debug,
         "cdivision": not debug,
+        "linetrace": trace,
     }
+    # The directive alone emits the hooks; the macro switches them on, and the
+    # NOGIL variant also traces the ``nogil`` encoder helpers.
+    macros = [("CYTHON_TRACE_NOGIL", "1")] if trace else []
     if os.name == "nt":
         compile_args = []
     elif debug:
@@ -38,11 +48,13 @@ def extensions() -> list[Extension]:
             f"loopcore.{name}",
             [f"src/loopcore/{name}.pyx"],
             include_dirs=["src/loopcore"],
+            define_macros=macros,
             extra_compile_args=compile_args,
         )
         for name in MODULES
     ]
-    return cythonize(modules, compiler_directives=directives, include_path=["src"])
+    # cythonize goes by timestamps only: C generated without tracing would be reused.
+    return cythonize(modules, compiler_directives=directives, include_path=["src"], force=trace)
 
 
 setup(ext_modules=extensions())

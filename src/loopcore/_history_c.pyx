@@ -734,7 +734,7 @@ cdef class HistoryStore:
         cdef uint64_t call_hash = name_hash(tool_call_id) if tool_call_id is not None else 0
         cdef uint64_t unknown_hash = name_hash(unknown) if unknown is not None else 0
         cdef double now
-        cdef Py_ssize_t row, slot, index, n, base
+        cdef Py_ssize_t row, slot, index, _n, base
         cdef int32_t h = <int32_t>self.history_size
         acquire(&self.lock)
         try:
@@ -742,7 +742,7 @@ cdef class HistoryStore:
             if row >= 0:
                 base = row * self.history_size
                 slot = self.meta[row].head
-                for n in range(self.meta[row].fill):
+                for _n in range(self.meta[row].fill):
                     slot = slot - 1 if slot > 0 else h - 1
                     index = base + slot
                     if (
@@ -787,7 +787,7 @@ cdef class HistoryStore:
     def history(self, session, run_id):
         """The scope's records, oldest first."""
         key = self.key_of(session, run_id)
-        cdef Py_ssize_t row, slot, index, n, count
+        cdef Py_ssize_t row, slot, index, _n, count
         out = []
         acquire(&self.lock)
         try:
@@ -798,7 +798,7 @@ cdef class HistoryStore:
             slot = self.meta[row].head - count
             if slot < 0:
                 slot += self.history_size
-            for n in range(count):
+            for _n in range(count):
                 index = row * self.history_size + slot
                 out.append(
                     make_record(
