@@ -316,8 +316,8 @@ class CallTableBuilder:
         """
         if not isinstance(event, Mapping):
             raise EventError(f"event: expected a mapping, got {type(event).__name__}")
-        unknown_fields = [str(k) for k in event if k not in EVENT_FIELDS]
-        if unknown_fields:
+        if not EVENT_FIELDS.issuperset(event):
+            unknown_fields = [str(k) for k in event if k not in EVENT_FIELDS]
             known = ", ".join(sorted(EVENT_FIELDS))
             raise EventError(f"{unknown_fields[0]}: unknown event field (known: {known})")
         kind = event.get("type", "call")
