@@ -242,8 +242,8 @@ _Lines = Iterator[tuple[int, bytes]]
 _Tick = Callable[[], None]
 
 
-class _EventReader:
-    """loopcore's own format: every line is one ``add_event`` mapping."""
+class _Reader:
+    """What both readers write to: the table, each row's line, the reports, the file's counts."""
 
     def __init__(
         self, builder: CallTableBuilder, lines: array[int], report: _Problems, summary: FileSummary
@@ -252,6 +252,10 @@ class _EventReader:
         self.row_lines = lines
         self.report = report
         self.summary = summary
+
+
+class _EventReader(_Reader):
+    """loopcore's own format: every line is one ``add_event`` mapping."""
 
     def take(self, number: int, event: dict[str, Any]) -> None:
         try:
@@ -334,7 +338,7 @@ def _error_text(content: object) -> str:
     return "\n".join(texts)
 
 
-class _PiReader:
+class _PiReader(_Reader):
     """pi / OpenClaw session transcripts: tool calls paired with their results, runs per prompt.
 
     The scope's session is the id of the ``session`` header line, else the file's
@@ -345,10 +349,7 @@ class _PiReader:
     def __init__(
         self, builder: CallTableBuilder, lines: array[int], report: _Problems, summary: FileSummary
     ) -> None:
-        self.builder = builder
-        self.row_lines = lines
-        self.report = report
-        self.summary = summary
+        super().__init__(builder, lines, report, summary)
         self.session = summary.path
         self.run_number = 0
         self.queue: deque[_Call | _Compaction] = deque()
