@@ -53,8 +53,11 @@ def extensions() -> list[Extension]:
         )
         for name in MODULES
     ]
-    # cythonize goes by timestamps only: C generated without tracing would be reused.
-    return cythonize(modules, compiler_directives=directives, include_path=["src"], force=trace)
+    # cythonize goes by timestamps only: C generated without tracing or the debug
+    # checks would be reused.
+    return cythonize(
+        modules, compiler_directives=directives, include_path=["src"], force=trace or debug
+    )
 
 
 setup(ext_modules=extensions())

@@ -8,6 +8,7 @@ exactly as the per-call path does (the chosen fingerprint twin), once.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -140,8 +141,8 @@ class CallTable:
         names: Mapping[int, str],
     ) -> None:
         # Callers build these through ``from_columns`` or ``CallTableBuilder``, which check them.
-        for array in (scope, hashes, flags):
-            array.flags.writeable = False
+        for column in (scope, hashes, flags):
+            column.flags.writeable = False
         self.scope = scope
         self.hashes = hashes
         self.flags = flags
@@ -243,10 +244,12 @@ class CallTableBuilder:
         self._names: dict[int, str] = {}
         self._tool_hashes: dict[str, int] = {}
         self._pending: set[int] = set()
-        # One list per column; a missing result or unknown name is 0 with its flag off.
-        self._scope_column: list[int] = []
-        self._hashes: tuple[list[int], ...] = ([], [], [], [])
-        self._flags: tuple[list[bool], ...] = ([], [], [], [])
+        # The table's rows as packed machine values (8 + 32 + 4 bytes a call, not the
+        # hundreds that Python ints in lists take); a missing result or unknown name
+        # is 0 with its flag off.
+        self._scope_column = array("q")
+        self._hashes = array("Q")
+        self._flags = array("B")
 
     def __len__(self) -> int:
         return len(self._scope_column)
@@ -292,17 +295,23 @@ class CallTableBuilder:
         compaction = scope in self._pending
         if compaction:
             self._pending.discard(scope)
-        tool, args_col, result_col, unknown_col = self._hashes
-        has_result, has_unknown, known_poll, compacted = self._flags
         self._scope_column.append(scope)
-        tool.append(self._name(tool_name))
-        args_col.append(args_hash)
-        result_col.append(result_hash or 0)
-        unknown_col.append(0 if unknown is None else self._name(unknown))
-        has_result.append(result_hash is not None)
-        has_unknown.append(unknown is not None)
-        known_poll.append(is_known_poll(tool_name, args))
-        compacted.append(compaction)
+        self._hashes.extend(
+            (
+                self._name(tool_name),
+                args_hash,
+                result_hash or 0,
+                0 if unknown is None else self._name(unknown),
+            )
+        )
+        self._flags.extend(
+            (
+                result_hash is not None,
+                unknown is not None,
+                is_known_poll(tool_name, args),
+                compaction,
+            )
+        )
         return len(self._scope_column) - 1
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
@@ -358,11 +367,7 @@ class CallTableBuilder:
     def build(self) -> CallTable:
         """The table of everything added so far (the builder can go on adding)."""
         n = len(self._scope_column)
-        hashes = np.empty((n, 4), np.uint64)
-        flags = np.empty((n, 4), np.bool_)
-        for column, values in enumerate(self._hashes):
-            hashes[:, column] = np.array(values, np.uint64)
-        for column, marks in enumerate(self._flags):
-            flags[:, column] = np.array(marks, np.bool_)
-        scope = np.array(self._scope_column, np.int64)
+        scope = np.frombuffer(self._scope_column, np.int64).copy()
+        hashes = np.frombuffer(self._hashes, np.uint64).reshape(n, 4).copy()
+        flags = np.frombuffer(self._flags, np.uint8).reshape(n, 4).astype(np.bool_)
         return CallTable(scope, hashes, flags, tuple(self._scope_ids), dict(self._names))
