@@ -6,7 +6,8 @@ recorded (``record_call`` then ``record_outcome``). It does so with whole-array
 numpy operations, never a Python loop over calls:
 
 - one stable sort puts each scope's calls together, in order;
-- a second stable sort, by args hash, groups each scope's repeats of one call;
+- a second sort, by args hash and keeping time order, groups each scope's
+  repeats of one call;
   within such a group a binary search finds the calls still inside the
   ``historySize`` window (the recent count), and run lengths over the calls
   with a result give the no-progress streak;
@@ -111,8 +112,8 @@ def _equal_to(values: npt.NDArray[Any], lag: int) -> Bools:
 def _by_hash(args: npt.NDArray[np.uint64]) -> Ints:
     """A stable sort of ``args``: indices grouped by hash, ascending within each group.
 
-    Sorting plain 64-bit keys is much faster than a stable argsort, so the index
-    replaces the low bits of each hash and the keys are sorted. Two different
+    Sorting plain 64-bit keys took two thirds of the time of a stable argsort
+    here, so the index replaces the low bits of each hash and the keys are sorted. Two different
     hashes that agree above those bits would then interleave; that is checked,
     and such a block takes the stable argsort instead.
     """
