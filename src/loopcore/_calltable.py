@@ -292,26 +292,19 @@ class CallTableBuilder:
             normalizers=self._normalizers,
             send_tools=self._send_tools,
         )
+        hashes = (
+            self._name(tool_name),
+            args_hash,
+            result_hash or 0,
+            0 if unknown is None else self._name(unknown),
+        )
         compaction = scope in self._pending
-        if compaction:
-            self._pending.discard(scope)
+        flags = (result_hash is not None, unknown is not None, is_known_poll(tool_name, args))
+        # Everything that could fail has run: the three columns grow together.
+        self._pending.discard(scope)
         self._scope_column.append(scope)
-        self._hashes.extend(
-            (
-                self._name(tool_name),
-                args_hash,
-                result_hash or 0,
-                0 if unknown is None else self._name(unknown),
-            )
-        )
-        self._flags.extend(
-            (
-                result_hash is not None,
-                unknown is not None,
-                is_known_poll(tool_name, args),
-                compaction,
-            )
-        )
+        self._hashes.extend(hashes)
+        self._flags.extend((*flags, compaction))
         return len(self._scope_column) - 1
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
