@@ -323,6 +323,10 @@ def test_summaries_records_and_verdicts_describe_each_run() -> None:
     with pytest.raises(TypeError, match="index: expected an int, got str"):
         result.verdict("1")  # type: ignore[arg-type]
     assert repr(result) == "ScanResult(30 calls, 10 warnings, 5 blocks)"
+    assert result.totals() == loopcore.ScanTotals(
+        runs=2, runs_warned=1, runs_blocked=1, runs_aborted=1, calls_saved=6
+    )
+    assert result.positions().tolist() == [0, 1, 2, 0, *range(3, 25), 1, 2, 3, 4]
 
 
 def test_detection_off_reports_nothing_and_explicit_false_also_stops_the_guard() -> None:

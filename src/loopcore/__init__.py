@@ -19,7 +19,7 @@ from ._detector import CallRecord, LoopDetector, Verdict
 from ._guard import CompactionLoopPersisted, GuardVerdict, PostCompactionGuard
 from ._hook import Decision, LoopEvent, ToolLoopBlocked, ToolLoopGuard
 from ._outcome import UNSET, hash_call, hash_outcome
-from ._scan import DETECTORS, ScanResult, ScopeSummary, scan, sweep
+from ._scan import DETECTORS, ScanResult, ScanTotals, ScopeSummary, scan, sweep
 
 __all__ = [
     "DETECTORS",
@@ -40,6 +40,7 @@ __all__ = [
     "PostCompactionGuard",
     "PostCompactionGuardConfig",
     "ScanResult",
+    "ScanTotals",
     "ScopeSummary",
     "ToolLoopBlocked",
     "ToolLoopGuard",

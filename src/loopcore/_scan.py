@@ -46,7 +46,7 @@ from ._history_py import _scan as _scan_ring
 from ._outcome import Normalizer
 from ._records import NOT_STUCK, ScanStats, Verdict
 
-__all__ = ["DETECTORS", "LEVELS", "ScanResult", "ScopeSummary", "scan", "sweep"]
+__all__ = ["DETECTORS", "LEVELS", "ScanResult", "ScanTotals", "ScopeSummary", "scan", "sweep"]
 
 #: ``ScanResult.detector`` codes: the index into this tuple.
 DETECTORS: tuple[str | None, ...] = (
@@ -259,9 +259,11 @@ def _scope_index(table: CallTable) -> tuple[Ints, Ints, Ints]:
     return order, first, np.arange(n, dtype=np.int64) - first[table.scope[order]]
 
 
-def _stats(table: CallTable, history: int, window: int) -> _Stats:
+def _stats(
+    table: CallTable, history: int, window: int, index: tuple[Ints, Ints, Ints] | None = None
+) -> _Stats:
     n = len(table)
-    order, _, pos = _scope_index(table)
+    order, _, pos = index or _scope_index(table)
 
     counts = np.zeros((n, 4), np.int32)
     marks = np.zeros((n, 2), np.bool_)
@@ -329,6 +331,29 @@ class ScopeSummary:
     saved: int
 
 
+class ScanTotals(NamedTuple):
+    """Over every scope with calls: how many runs a scan warns, blocks and aborts."""
+
+    runs: int
+    runs_warned: int
+    runs_blocked: int
+    runs_aborted: int
+    #: the sum of ``ScopeSummary.saved``
+    calls_saved: int
+
+
+class _Marks(NamedTuple):
+    """Per scope with calls (in scope-id order): where its first warning, block and abort
+    are in ``order`` (-1 for none), its first place there, its size, and where it stops."""
+
+    starts: Ints
+    sizes: Ints
+    warned: Ints
+    blocked: Ints
+    aborted: Ints
+    stop: Ints
+
+
 class ScanResult:
     """Per call of a trace: the verdict ``check`` would have returned just before it.
 
@@ -339,10 +364,16 @@ class ScanResult:
 
     __slots__ = ("_index", "aborted", "config", "count", "detector", "level", "table")
 
-    def __init__(self, table: CallTable, config: LoopDetectionConfig, stats: _Stats) -> None:
+    def __init__(
+        self,
+        table: CallTable,
+        config: LoopDetectionConfig,
+        stats: _Stats,
+        index: tuple[Ints, Ints, Ints] | None = None,
+    ) -> None:
         self.table = table
         self.config = config
-        self._index: tuple[Ints, Ints, Ints] | None = None
+        self._index = index
         self.level, self.detector, self.count = _verdicts(stats, table.known_poll, config)
         guard_on = config.enabled is not False
         # A copy: the counts behind it are shared by every result of a sweep.
@@ -437,35 +468,60 @@ class ScanResult:
             )
         ]
 
-    def scopes(self) -> list[ScopeSummary]:
-        """One summary per scope that has calls, in order of their first call."""
-        table = self.table
+    def positions(self) -> Ints:
+        """Each call's position within its scope (0 for a scope's first call), in trace order."""
         order, _, pos = self._by_scope()
-        n = len(order)
+        out = np.empty(len(order), np.int64)
+        out[order] = pos
+        return out
+
+    def _first_of(self, mask: Bools) -> Ints:
+        """Per scope with calls, the place in scope order of its first call in ``mask``, or -1."""
+        order, _, pos = self._by_scope()
+        starts = np.flatnonzero(pos == 0)
+        places = np.flatnonzero(mask[order])
+        owner = np.searchsorted(starts, places, side="right") - 1
+        scopes, at = np.unique(owner, return_index=True)
+        out = np.full(len(starts), -1, np.int64)
+        out[scopes] = places[at]
+        return out
+
+    def _marks(self) -> _Marks:
+        order, _, pos = self._by_scope()
         starts = np.flatnonzero(pos == 0)  # each scope's first place in ``order``
-        sizes = np.diff(starts, append=n)
-
-        def first(mask: Bools) -> Ints:
-            """Per scope, the place in ``order`` of its first call in ``mask``, or -1."""
-            places = np.flatnonzero(mask[order])
-            owner = np.searchsorted(starts, places, side="right") - 1
-            scopes, at = np.unique(owner, return_index=True)
-            out = np.full(len(starts), -1, np.int64)
-            out[scopes] = places[at]
-            return out
-
-        warned, blocked, aborted = (
-            first(self.level == 1),
-            first(self.level == 2),
-            first(self.aborted),
-        )
+        sizes = np.diff(starts, append=len(order))
+        warned = self._first_of(self.level == 1)
+        blocked = self._first_of(self.level == 2)
+        aborted = self._first_of(self.aborted)
         stop = np.minimum(
             np.where(blocked >= 0, blocked - starts, sizes),
             np.where(aborted >= 0, aborted - starts + 1, sizes),
         )
+        return _Marks(starts, sizes, warned, blocked, aborted, stop)
+
+    def totals(self) -> ScanTotals:
+        """Runs warned, blocked and aborted, and calls saved, over every scope: no per-scope
+        objects, so that a sweep can total many values cheaply."""
+        marks = self._marks()
+        return ScanTotals(
+            runs=len(marks.starts),
+            runs_warned=int(np.count_nonzero(marks.warned >= 0)),
+            runs_blocked=int(np.count_nonzero(marks.blocked >= 0)),
+            runs_aborted=int(np.count_nonzero(marks.aborted >= 0)),
+            calls_saved=int((marks.sizes - marks.stop).sum()),
+        )
+
+    def scopes(self) -> list[ScopeSummary]:
+        """One summary per scope that has calls, in order of their first call."""
+        table = self.table
+        order, _, _ = self._by_scope()
+        marks = self._marks()
+        starts = marks.starts
         # Detectors in order of first firing: each one's first place, sorted per scope.
-        firing = np.stack([first(self.detector == code) for code in range(1, len(DETECTORS))], 1)
-        ranked = np.argsort(np.where(firing >= 0, firing, n), axis=1, kind="stable") + 1
+        firing = np.stack(
+            [self._first_of(self.detector == code) for code in range(1, len(DETECTORS))], 1
+        )
+        ranked = np.argsort(np.where(firing >= 0, firing, len(order)), axis=1, kind="stable") + 1
         fired = np.count_nonzero(firing >= 0, axis=1)
         names: dict[tuple[int, ...], tuple[str, ...]] = {}
         traced = order.tolist()
@@ -483,12 +539,12 @@ class ScanResult:
                 ScopeSummary(
                     session=session,
                     run_id=run_id,
-                    calls=int(sizes[i]),
-                    first_warning=trace_index(int(warned[i])),
-                    first_block=trace_index(int(blocked[i])),
-                    aborted_at=trace_index(int(aborted[i])),
+                    calls=int(marks.sizes[i]),
+                    first_warning=trace_index(int(marks.warned[i])),
+                    first_block=trace_index(int(marks.blocked[i])),
+                    aborted_at=trace_index(int(marks.aborted[i])),
                     detectors=names[codes],
-                    saved=int(sizes[i] - stop[i]),
+                    saved=int(marks.sizes[i] - marks.stop[i]),
                 )
             )
         return summaries
@@ -536,7 +592,8 @@ def scan(
     config = _coerce_config(config)
     table = _table(events, normalizers, send_tools)
     window = config.post_compaction_guard.window_size
-    return ScanResult(table, config, _stats(table, config.history_size, window))
+    index = _scope_index(table)
+    return ScanResult(table, config, _stats(table, config.history_size, window, index), index)
 
 
 def sweep(
@@ -562,11 +619,12 @@ def sweep(
     base = config if isinstance(config, LoopDetectionConfig) else dict(config or {})
     table = _table(events, normalizers, send_tools)
     cache: dict[tuple[int, int], _Stats] = {}
+    index = _scope_index(table)  # one scope index for every result's summaries
     out = []
     for value in values:
         swept = with_setting(base, setting, value)
         shape = (swept.history_size, swept.post_compaction_guard.window_size)
         if shape not in cache:
-            cache[shape] = _stats(table, *shape)
-        out.append((value, ScanResult(table, swept, cache[shape])))
+            cache[shape] = _stats(table, *shape, index)
+        out.append((value, ScanResult(table, swept, cache[shape], index)))
     return out

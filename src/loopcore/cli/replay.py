@@ -199,24 +199,13 @@ class RunReport:
         return bool(self.first_warning or self.first_block or self.aborted)
 
 
-def _positions(scope: Ints) -> Ints:
-    """Each call's 0-based position within its scope."""
-    n = len(scope)
-    order = np.argsort(scope, kind="stable")
-    sizes = np.bincount(scope)
-    first = np.cumsum(sizes) - sizes
-    pos = np.empty(n, np.int64)
-    pos[order] = np.arange(n, dtype=np.int64) - first[scope[order]]
-    return pos
-
-
 class _Report:
     """Turns trace indices into hits (call number, file, line, tool)."""
 
     def __init__(self, traces: Traces, result: ScanResult) -> None:
         self.traces = traces
         self.result = result
-        self.pos = _positions(traces.table.scope)
+        self.pos = result.positions()
 
     def hit(self, index: int | None, message: bool = False) -> Hit | None:
         if index is None:
@@ -286,33 +275,10 @@ class Tally:
         return bool(self.runs_blocked or self.runs_aborted)
 
 
-def tally(result: ScanResult, pos: Ints) -> Tally:
-    """The ``Tally`` of a scan, from whole-array operations (one per swept value)."""
-    scope = result.table.scope
-    sizes = np.bincount(scope, minlength=len(result.table.scopes))
-    never = np.iinfo(np.int64).max
-
-    def first_pos(mask: npt.NDArray[np.bool_], shift: int) -> tuple[int, Ints]:
-        # Within a scope, trace order is position order: the first hit is the earliest.
-        scopes, first = np.unique(scope[mask], return_index=True)
-        stops = np.full(len(sizes), never, np.int64)
-        stops[scopes] = pos[np.flatnonzero(mask)[first]] + shift
-        return len(scopes), stops
-
-    warned, _ = first_pos(result.level == 1, 0)
-    blocked, block_stop = first_pos(result.level == 2, 0)
-    aborted, abort_stop = first_pos(result.aborted, 1)
-    stop = np.minimum(np.minimum(block_stop, abort_stop), sizes)
-    return Tally(warned, blocked, aborted, int((sizes - stop).sum()))
-
-
-def _run_tally(runs: Sequence[RunReport]) -> Tally:
-    return Tally(
-        sum(r.first_warning is not None for r in runs),
-        sum(r.first_block is not None for r in runs),
-        sum(r.aborted is not None for r in runs),
-        sum(r.saved for r in runs),
-    )
+def tally(result: ScanResult) -> Tally:
+    """The ``Tally`` of a scan (whole-array totals: cheap for every value of a sweep)."""
+    totals = result.totals()
+    return Tally(totals.runs_warned, totals.runs_blocked, totals.runs_aborted, totals.calls_saved)
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -424,7 +390,10 @@ def _columns(rows: Sequence[Sequence[str]], right: set[int], out: TextIO) -> Non
         print("  ".join(cells).rstrip(), file=out)
 
 
-def _table(traces: Traces, config: LoopDetectionConfig, runs: list[RunReport], out: TextIO) -> None:
+def _table(
+    report: _Report, config: LoopDetectionConfig, runs: list[RunReport], out: TextIO
+) -> None:
+    traces = report.traces
     _header(traces, config, out)
     flagged = [r for r in runs if r.flagged]
     print(file=out)
@@ -458,7 +427,7 @@ def _table(traces: Traces, config: LoopDetectionConfig, runs: list[RunReport], o
             for r, hit in stops:
                 where = f"{hit.file}:{hit.line}"
                 print(f"  {r.run_id or '-'} #{hit.call} {where}: {_short(hit.message)}", file=out)
-    totals = _run_tally(runs)
+    totals = tally(report.result)
     calls = len(traces.table)
     share = f" ({totals.calls_saved / calls:.0%})" if calls else ""
     print(
@@ -513,7 +482,7 @@ def _calls_json(report: _Report) -> list[dict[str, Any]]:
 
 
 def _json(report: _Report, config: LoopDetectionConfig, runs: list[RunReport], out: TextIO) -> None:
-    totals = _run_tally(runs)
+    totals = tally(report.result)
     summary = _summary(report.traces, config)
     summary.update(totals.__dict__, would_block=totals.would_block)
     document = {
@@ -680,10 +649,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             results = sweep(traces.table, block, spec.setting, spec.values)
         finally:
             library.setLevel(level)
-        pos = _positions(traces.table.scope)
         rows = [
-            (value, tally(result, pos))
-            for value, (_, result) in zip(spec.values, results, strict=True)
+            (value, tally(result)) for value, (_, result) in zip(spec.values, results, strict=True)
         ]
         _sweep_output(traces, config, spec, rows, args.format, out)
         return 1 if any(t.would_block for _, t in rows) else 0
@@ -696,7 +663,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     elif args.format == "csv":
         _csv(runs, out)
     else:
-        _table(traces, config, runs, out)
+        _table(report, config, runs, out)
     if args.plot is not None:
         from .plot import draw
 
@@ -708,4 +675,4 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 file=err,
             )
             return 2
-    return 1 if _run_tally(runs).would_block else 0
+    return 1 if tally(result).would_block else 0
