@@ -475,10 +475,10 @@ class ScanResult:
         out[order] = pos
         return out
 
-    def _first_of(self, mask: Bools) -> Ints:
-        """Per scope with calls, the place in scope order of its first call in ``mask``, or -1."""
-        order, _, pos = self._by_scope()
-        starts = np.flatnonzero(pos == 0)
+    def _first_of(self, mask: Bools, starts: Ints) -> Ints:
+        """Per scope with calls (``starts``: its first place in scope order), the place of
+        its first call in ``mask``, or -1."""
+        order, _, _ = self._by_scope()
         places = np.flatnonzero(mask[order])
         owner = np.searchsorted(starts, places, side="right") - 1
         scopes, at = np.unique(owner, return_index=True)
@@ -490,9 +490,9 @@ class ScanResult:
         order, _, pos = self._by_scope()
         starts = np.flatnonzero(pos == 0)  # each scope's first place in ``order``
         sizes = np.diff(starts, append=len(order))
-        warned = self._first_of(self.level == 1)
-        blocked = self._first_of(self.level == 2)
-        aborted = self._first_of(self.aborted)
+        warned = self._first_of(self.level == 1, starts)
+        blocked = self._first_of(self.level == 2, starts)
+        aborted = self._first_of(self.aborted, starts)
         stop = np.minimum(
             np.where(blocked >= 0, blocked - starts, sizes),
             np.where(aborted >= 0, aborted - starts + 1, sizes),
@@ -519,7 +519,7 @@ class ScanResult:
         starts = marks.starts
         # Detectors in order of first firing: each one's first place, sorted per scope.
         firing = np.stack(
-            [self._first_of(self.detector == code) for code in range(1, len(DETECTORS))], 1
+            [self._first_of(self.detector == code, starts) for code in range(1, len(DETECTORS))], 1
         )
         ranked = np.argsort(np.where(firing >= 0, firing, len(order)), axis=1, kind="stable") + 1
         fired = np.count_nonzero(firing >= 0, axis=1)

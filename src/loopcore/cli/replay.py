@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import IMPLEMENTATION
 from .._config import (
@@ -45,8 +44,6 @@ __all__ = ["add_parser", "run"]
 MAX_SWEEP_VALUES = 1000
 #: Verdict messages in the table are cut to their first sentence, or this many characters.
 MESSAGE_WIDTH = 160
-
-Ints = npt.NDArray[np.int64]
 
 
 class UsageError(Exception):
