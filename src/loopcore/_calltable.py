@@ -16,11 +16,12 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _fingerprint
-from ._detector import _check_normalizers, _check_send_tools
 from ._outcome import (
     UNSET,
     Normalizer,
     check_call_id,
+    check_normalizers,
+    check_send_tools,
     check_tool_name,
     hash_call,
     hash_outcome,
@@ -238,8 +239,8 @@ class CallTableBuilder:
         normalizers: Mapping[str, Normalizer] | None = None,
         send_tools: Iterable[str] = (),
     ) -> None:
-        self._normalizers = _check_normalizers(normalizers)
-        self._send_tools = _check_send_tools(send_tools)
+        self._normalizers = check_normalizers(normalizers)
+        self._send_tools = check_send_tools(send_tools)
         self._scope_ids: dict[ScopeKey, int] = {}
         self._names: dict[int, str] = {}
         self._tool_hashes: dict[str, int] = {}

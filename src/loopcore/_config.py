@@ -18,6 +18,7 @@ __all__ = [
     "DetectorSwitches",
     "LoopDetectionConfig",
     "PostCompactionGuardConfig",
+    "coerce_config",
     "config_mapping",
     "load_block",
     "load_config",
@@ -411,3 +412,16 @@ def load_block(
         "loop detection: no agent with id %r in agents.list; using the global settings", agent_id
     )
     return _merge(global_block, None, GLOBAL_PATH)
+
+
+def coerce_config(config: LoopDetectionConfig | Mapping[str, Any] | None) -> LoopDetectionConfig:
+    if config is None:
+        return LoopDetectionConfig()
+    if isinstance(config, LoopDetectionConfig):
+        return config
+    if isinstance(config, Mapping):
+        return LoopDetectionConfig.from_mapping(config)
+    raise TypeError(
+        "config: expected a LoopDetectionConfig, a tools.loopDetection mapping or None, "
+        f"got {type(config).__name__}"
+    )

@@ -6,13 +6,20 @@ place the SPEC §4 table lives, shared by both twins and by the batch scans.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from functools import partial
 from typing import Any
 
 from . import _history
-from ._config import LoopDetectionConfig
-from ._outcome import UNSET, Normalizer, check_tool_name, hash_outcome
+from ._config import LoopDetectionConfig, coerce_config
+from ._outcome import (
+    UNSET,
+    Normalizer,
+    check_normalizers,
+    check_send_tools,
+    check_tool_name,
+    hash_outcome,
+)
 from ._records import NOT_STUCK, CallRecord, ScanStats, Verdict
 from ._scopes import scope_key
 
@@ -135,44 +142,6 @@ def verdict_from(
     return NOT_STUCK
 
 
-def _coerce_config(config: LoopDetectionConfig | Mapping[str, Any] | None) -> LoopDetectionConfig:
-    if config is None:
-        return LoopDetectionConfig()
-    if isinstance(config, LoopDetectionConfig):
-        return config
-    if isinstance(config, Mapping):
-        return LoopDetectionConfig.from_mapping(config)
-    raise TypeError(
-        "config: expected a LoopDetectionConfig, a tools.loopDetection mapping or None, "
-        f"got {type(config).__name__}"
-    )
-
-
-def _check_normalizers(normalizers: Mapping[str, Normalizer] | None) -> dict[str, Normalizer]:
-    if normalizers is None:
-        return {}
-    if not isinstance(normalizers, Mapping):
-        raise TypeError(f"normalizers: expected a mapping, got {type(normalizers).__name__}")
-    for name, fn in normalizers.items():
-        if not isinstance(name, str):
-            raise TypeError(f"normalizers: keys must be tool names (str), got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"normalizers[{name!r}]: expected a callable, got {type(fn).__name__}")
-    return dict(normalizers)
-
-
-def _check_send_tools(send_tools: Iterable[str]) -> frozenset[str]:
-    if isinstance(send_tools, str) or not isinstance(send_tools, Iterable):
-        raise TypeError(
-            f"send_tools: expected an iterable of tool names, got {type(send_tools).__name__}"
-        )
-    names = frozenset(send_tools)
-    for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"send_tools: expected tool names (str), got {name!r}")
-    return names
-
-
 class LoopDetector:
     """Per-scope call history and the SPEC §4 checks over it."""
 
@@ -184,9 +153,9 @@ class LoopDetector:
         send_tools: Collection[str] = (),
         max_scopes: int = 100_000,
     ) -> None:
-        self._config = config = _coerce_config(config)
-        normalizers = _check_normalizers(normalizers)
-        send_tools = _check_send_tools(send_tools)
+        self._config = config = coerce_config(config)
+        normalizers = check_normalizers(normalizers)
+        send_tools = check_send_tools(send_tools)
         self._enabled = config.enabled is True
         self._store = _history.HistoryStore(
             config.history_size,

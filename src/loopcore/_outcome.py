@@ -21,6 +21,8 @@ __all__ = [
     "UNSET",
     "Normalizer",
     "check_call_id",
+    "check_normalizers",
+    "check_send_tools",
     "check_tool_name",
     "hash_call",
     "hash_outcome",
@@ -360,3 +362,28 @@ def hash_outcome(
             # A mapping that raises on access hashes as an opaque whole value.
             pass
     return _fingerprint.fingerprint(result, RESULT_DOMAIN), None
+
+
+def check_normalizers(normalizers: Mapping[str, Normalizer] | None) -> dict[str, Normalizer]:
+    if normalizers is None:
+        return {}
+    if not isinstance(normalizers, Mapping):
+        raise TypeError(f"normalizers: expected a mapping, got {type(normalizers).__name__}")
+    for name, fn in normalizers.items():
+        if not isinstance(name, str):
+            raise TypeError(f"normalizers: keys must be tool names (str), got {name!r}")
+        if not callable(fn):
+            raise TypeError(f"normalizers[{name!r}]: expected a callable, got {type(fn).__name__}")
+    return dict(normalizers)
+
+
+def check_send_tools(send_tools: Iterable[str]) -> frozenset[str]:
+    if isinstance(send_tools, str) or not isinstance(send_tools, Iterable):
+        raise TypeError(
+            f"send_tools: expected an iterable of tool names, got {type(send_tools).__name__}"
+        )
+    names = frozenset(send_tools)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"send_tools: expected tool names (str), got {name!r}")
+    return names

@@ -41,7 +41,8 @@ from ._calltable import (
     CallTableBuilder,
 )
 from ._config import LoopDetectionConfig, with_setting
-from ._detector import _coerce_config, verdict_from
+from ._config import coerce_config
+from ._detector import verdict_from
 from ._history_py import _scan as _scan_ring
 from ._outcome import Normalizer
 from ._records import NOT_STUCK, ScanStats, Verdict
@@ -589,7 +590,7 @@ def scan(
     (and the scope fields) marks a context compaction in that scope. A
     malformed event raises ``EventError`` naming its index and field.
     """
-    config = _coerce_config(config)
+    config = coerce_config(config)
     table = _table(events, normalizers, send_tools)
     window = config.post_compaction_guard.window_size
     index = _scope_index(table)
@@ -613,7 +614,7 @@ def sweep(
     The trace is fingerprinted once, and the counts are computed once per
     distinct ``historySize`` and guard window; only the verdict table runs per value.
     """
-    _coerce_config(config)  # a bad base fails here, before any fingerprinting
+    coerce_config(config)  # a bad base fails here, before any fingerprinting
     # A mapping is laid under each value as written, before ordering repairs; a
     # LoopDetectionConfig has been repaired already (see ``with_settings``).
     base = config if isinstance(config, LoopDetectionConfig) else dict(config or {})
