@@ -13,7 +13,7 @@ import sys
 
 from setuptools import Extension, setup
 
-MODULES = ["_fingerprint_c", "_history_c"]
+MODULES = ["_fingerprint_c", "_outcome_c", "_ring_c", "_percall_c"]
 
 
 def extensions() -> list[Extension]:

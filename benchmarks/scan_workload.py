@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from loopcore import CallTable
-from loopcore._calltable import name_hash
+from loopcore.batch import CallTable
+from loopcore.batch._table import name_hash
 
 __all__ = ["TOOLS", "feed", "make_table"]
 

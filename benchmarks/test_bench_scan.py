@@ -3,7 +3,7 @@
 One ``CallTable`` of 5,000,000 calls over 1,000 interleaved runs, history 30
 (``scan_workload.py``), scanned three ways in the same run:
 
-- ``vectorised``: ``loopcore.scan(table)``, the numpy batch scan;
+- ``vectorised``: ``loopcore.batch.scan(table)``, the numpy batch scan;
 - ``sequential``: the same table fed call by call through a ``LoopDetector``
   on the compiled core (``check``, ``record_call``, ``record_outcome``);
 - ``baseline``: the plain-Python baseline detector fed the first 100,000 calls
@@ -23,7 +23,8 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from baseline import BaselineDetector
-from loopcore import DETECTORS, CallTable, LoopDetector, scan
+from loopcore import LoopDetector
+from loopcore.batch import DETECTORS, CallTable, scan
 from scan_workload import feed, make_table
 from twins import use_twin
 

@@ -16,6 +16,9 @@ from loopcore import UNSET
 
 from .conftest import EXTENSIONS_DISABLED, EXTENSIONS_EXPECTED, compiled_present
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 P = inspect.Parameter
 KW = P.KEYWORD_ONLY
 POS = P.POSITIONAL_OR_KEYWORD
@@ -54,6 +57,7 @@ SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
             ("normalizers", KW, None),
             ("send_tools", KW, ()),
             ("max_scopes", KW, 100_000),
+            ("store", KW, None),
         ],
     ),
     (
@@ -85,6 +89,7 @@ SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
             ("send_tools", KW, ()),
             ("on_event", KW, None),
             ("max_scopes", KW, 100_000),
+            ("store", KW, None),
         ],
     ),
     (
@@ -251,11 +256,18 @@ def test_implementation_reports_the_loaded_core() -> None:
 
 def test_no_extensions_variable_selects_the_python_twins() -> None:
     code = (
-        "import loopcore, loopcore._fingerprint as f, loopcore._history as h;"
-        "print(loopcore.IMPLEMENTATION, f.fingerprint.__module__, h.HistoryStore.__module__)"
+        "import loopcore, loopcore._fingerprint as f, loopcore._ring as r, loopcore._outcome as o;"
+        "print(loopcore.IMPLEMENTATION, f.fingerprint.__module__, r.RingStore.__module__,"
+        " o.hash_outcome.__module__, type(loopcore.LoopDetector()).__mro__[1].__module__)"
     )
     env = {**os.environ, "LOOPCORE_NO_EXTENSIONS": "1"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == ["python", "loopcore._fingerprint_py", "loopcore._history_py"]
+    assert out == [
+        "python",
+        "loopcore._fingerprint_py",
+        "loopcore._ring_py",
+        "loopcore._outcome_py",
+        "loopcore._percall_py",
+    ]

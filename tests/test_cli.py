@@ -76,3 +76,15 @@ def test_demo_stops_quietly_when_the_reader_goes_away(
     stderr = capsys.readouterr().err
     assert "Traceback" not in stderr
     assert "Logging error" not in stderr
+
+
+def test_the_replay_modules_import_without_a_cycle() -> None:
+    # The plot draws a report; it needs neither the command nor a circular import of it.
+    code = (
+        "import sys, loopcore.cli.plot, loopcore.cli.render; "
+        "assert 'loopcore.cli.replay' not in sys.modules, sorted(sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -21,6 +21,9 @@ from loopcore import (
     hash_outcome,
 )
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 # Small thresholds so every edge is a handful of calls away.
 WARN, CRIT, GLOBAL, UNKNOWN, HISTORY = 3, 5, 7, 3, 20
 

@@ -14,6 +14,9 @@ import pytest
 
 from loopcore import _fingerprint
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 
 def u64(n: int) -> bytes:
     return struct.pack("<Q", n)

@@ -25,6 +25,9 @@ from hypothesis import strategies as st
 
 from loopcore import hash_call, hash_outcome
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 Encoder = Callable[[Any], int]
 
 DEEP = 100_000

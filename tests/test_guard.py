@@ -16,6 +16,9 @@ from loopcore import (
 
 from .conftest import loopcore_records
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 ABORT = "compaction_loop_persisted"
 
 

@@ -24,6 +24,9 @@ from loopcore import (
 
 from .conftest import loopcore_records
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 # Every field an event carries is checked for leaked secrets, including future ones.
 EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(LoopEvent))
 

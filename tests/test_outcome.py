@@ -11,6 +11,9 @@ import pytest
 
 from loopcore import UNSET, LoopDetector, hash_outcome
 
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
+
 EXEC_VOLATILE = ["durationMs", "pid", "sessionId", "cwd", "startedAt", "endedAt"]
 
 SEND_VOLATILE = [

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from loopcore import LoopDetector, PostCompactionGuard, hash_call
-from loopcore.cli import main, traces
-from loopcore.cli.traces import MAX_REPORTS
+from loopcore.cli import main
+from loopcore.formats import MAX_REPORTS
+from loopcore.formats import _load as load_module
 
 # The README's example, copied here so the suite also runs from a copy of tests/ alone
 # (against an installed wheel); a test below keeps the copy equal to the original.
@@ -537,7 +538,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
         def isatty(self) -> bool:
             return True
 
-    monkeypatch.setattr(traces, "PROGRESS_DELAY", 0.0)  # as if the input took a while
+    monkeypatch.setattr(load_module, "PROGRESS_DELAY", 0.0)  # as if the input took a while
     for stderr, shown in ((io.StringIO(), False), (Terminal(), True)):
         monkeypatch.setattr(sys, "stderr", stderr)
         monkeypatch.setattr(sys, "stdout", io.StringIO())

@@ -12,20 +12,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import loopcore
-from loopcore import (
+from loopcore import LoopDetector, PostCompactionGuard, hash_call, hash_outcome
+from loopcore.batch import (
     DETECTORS,
     CallTable,
     CallTableBuilder,
     EventError,
-    LoopDetector,
-    PostCompactionGuard,
-    hash_call,
-    hash_outcome,
+    ScanTotals,
     scan,
     sweep,
 )
-from loopcore import _scan as scan_module
-from loopcore._calltable import name_hash
+from loopcore.batch import _kernels as kernels_module
+from loopcore.batch._table import name_hash
+
+# The scans are compared with the sequential detector on each twin of the per-call core.
+pytestmark = pytest.mark.usefixtures("twin")
 
 LEVELS = {None: 0, "warning": 1, "critical": 2}
 
@@ -169,7 +170,7 @@ def test_scan_is_the_same_when_scopes_are_split_into_many_blocks(
     trace: list[dict[str, Any]], config: dict[str, Any]
 ) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(scan_module, "_BLOCK", 3)
+        patch.setattr(kernels_module, "_BLOCK", 3)
         assert_matches(trace, config)
 
 
@@ -323,7 +324,7 @@ def test_summaries_records_and_verdicts_describe_each_run() -> None:
     with pytest.raises(TypeError, match="index: expected an int, got str"):
         result.verdict("1")  # type: ignore[arg-type]
     assert repr(result) == "ScanResult(30 calls, 10 warnings, 5 blocks)"
-    assert result.totals() == loopcore.ScanTotals(
+    assert result.totals() == ScanTotals(
         runs=2, runs_warned=1, runs_blocked=1, runs_aborted=1, calls_saved=6
     )
     assert result.positions().tolist() == [0, 1, 2, 0, *range(3, 25), 1, 2, 3, 4]
@@ -482,3 +483,12 @@ def test_results_are_read_only_and_not_shared_between_swept_values() -> None:
     for array in (first.level, first.detector, first.count, first.aborted):
         with pytest.raises(ValueError, match="read-only"):
             array[0] = 1
+
+
+def test_detector_and_level_codes_are_the_rules_own() -> None:
+    from loopcore import _rules, batch
+
+    assert batch.DETECTORS is _rules.DETECTORS
+    assert batch.LEVELS is _rules.LEVELS
+    result = scan(stuck_trace(), {"enabled": True})
+    assert {DETECTORS[code] for code in result.detector.tolist()} <= set(_rules.DETECTORS)

@@ -7,7 +7,12 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 
+import pytest
+
 from loopcore import LoopDetectionConfig, ToolLoopBlocked, ToolLoopGuard
+
+# Runs on both twins (see conftest).
+pytestmark = pytest.mark.usefixtures("twin")
 
 CONFIG = LoopDetectionConfig(
     enabled=True, history_size=12, warning_threshold=4, critical_threshold=8

@@ -38,7 +38,7 @@ class Session:
         return hash(self.n)
 
 
-_MODULE = {"python": "loopcore._history_py", "cython": "loopcore._history_c"}
+_SUFFIX = {"python": "py", "cython": "c"}
 
 
 def run_scenario(twin: str, body: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
@@ -48,11 +48,17 @@ def run_scenario(twin: str, body: str, timeout: float = 20) -> subprocess.Comple
         import sys
         from unittest import mock
         import importlib
-        from loopcore import LoopDetector, _history
-        STORE = importlib.import_module({_MODULE[twin]!r}).HistoryStore
+        from loopcore import LoopDetector, _fingerprint, _outcome, _percall, _ring
         def make(config={{"enabled": True}}, **kwargs):
-            with mock.patch.object(_history, "HistoryStore", STORE):
+            with mock.patch.multiple(_percall, **vars_of(_percall, "percall")), mock.patch.multiple(
+                _ring, **vars_of(_ring, "ring")
+            ), mock.patch.multiple(_outcome, **vars_of(_outcome, "outcome")), mock.patch.multiple(
+                _fingerprint, **vars_of(_fingerprint, "fingerprint")
+            ):
                 return LoopDetector(config, **kwargs)
+        def vars_of(chooser, component):
+            module = importlib.import_module(f"loopcore._{{component}}_{_SUFFIX[twin]}")
+            return {{n: getattr(module, n) for n in chooser.__all__ if hasattr(module, n)}}
         """
     )
     return subprocess.run(

@@ -9,7 +9,6 @@ reuse, LRU eviction, the name side table) is checked directly below.
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -22,10 +21,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from loopcore import LoopDetector, ToolLoopGuard, _history, _history_py
+from loopcore import LoopDetector, ToolLoopGuard, _ring_py
 from loopcore._config import DetectorSwitches, LoopDetectionConfig
 
-from .conftest import TWINS
+from .conftest import TWINS, use_twin
 
 # The conftest's rule: the compiled twin is compared whenever it is built, and must be
 # when LOOPCORE_EXPECT_EXTENSIONS=1 (then a missing module fails the import here). An
@@ -35,18 +34,21 @@ pytestmark = pytest.mark.skipif(
 )
 
 if "cython" in TWINS:
-    from loopcore import _history_c
+    from loopcore import _ring_c
 else:  # pragma: no cover
-    _history_c = _history_py  # type: ignore[assignment]
+    _ring_c = _ring_py  # type: ignore[assignment]
+
+PYTHON, COMPILED = "python", "cython"
 
 
-def build(cls: type, config: Any, **kwargs: Any) -> LoopDetector:
-    with mock.patch.object(_history, "HistoryStore", cls):
+def build(twin: str, config: Any, **kwargs: Any) -> LoopDetector:
+    """A detector of one twin; it keeps its twin's store and per-call base once built."""
+    with use_twin(twin):
         return LoopDetector(config, **kwargs)
 
 
-def guard_on(cls: type, config: Any, **kwargs: Any) -> ToolLoopGuard:
-    with mock.patch.object(_history, "HistoryStore", cls):
+def guard_on(twin: str, config: Any, **kwargs: Any) -> ToolLoopGuard:
+    with use_twin(twin):
         return ToolLoopGuard(config, **kwargs)
 
 
@@ -137,8 +139,8 @@ class TwinMachine(RuleBasedStateMachine):
             global_circuit_breaker_threshold=warning + extra + 1,
             detectors=DetectorSwitches(*switches),
         )
-        self.python = build(_history_py.HistoryStore, config, max_scopes=max_scopes)
-        self.compiled = build(_history_c.HistoryStore, config, max_scopes=max_scopes)
+        self.python = build(PYTHON, config, max_scopes=max_scopes)
+        self.compiled = build(COMPILED, config, max_scopes=max_scopes)
         self.calls, self.outcomes, self.scopes = calls, outcomes, scopes
 
     def pick(self, call: int, scope: int) -> tuple[tuple[str, Any], dict[str, Any]]:
@@ -224,7 +226,7 @@ def test_alternations_and_streaks_agree(
         "warningThreshold": warning,
         "criticalThreshold": warning + extra,
     }
-    detectors = [build(cls, config) for cls in (_history_py.HistoryStore, _history_c.HistoryStore)]
+    detectors = [build(cls, config) for cls in (PYTHON, COMPILED)]
     side = 0
     for move, result in steps:
         side = {0: side, 1: 1 - side, 2: 2}[move]
@@ -244,8 +246,8 @@ def test_record_outcome_hashes_like_the_python_rules(
 ) -> None:
     # The compiled store hashes common outcomes itself; every rule must agree.
     config = {"enabled": True}
-    compiled = build(_history_c.HistoryStore, config, send_tools=["notify"])
-    python = build(_history_py.HistoryStore, config, send_tools=["notify"])
+    compiled = build(COMPILED, config, send_tools=["notify"])
+    python = build(PYTHON, config, send_tools=["notify"])
     got = compiled.record_outcome(*call, **outcome)
     want = python.record_outcome(*call, **outcome)
     assert comparable([got] if got else []) == comparable([want] if want else [])
@@ -253,7 +255,7 @@ def test_record_outcome_hashes_like_the_python_rules(
 
 def test_gateway_decisions_match_across_twins() -> None:
     config = {"enabled": True, "historySize": 12, "warningThreshold": 3, "criticalThreshold": 5}
-    guards = [guard_on(cls, config) for cls in (_history_py.HistoryStore, _history_c.HistoryStore)]
+    guards = [guard_on(cls, config) for cls in (PYTHON, COMPILED)]
     answers: list[list[tuple[Any, ...]]] = [[], []]
     for step in range(30):
         tool, args = CALLS[step % 2 if step < 16 else 0]
@@ -271,7 +273,7 @@ def test_gateway_decisions_match_across_twins() -> None:
 
 def compiled_detector(**config: Any) -> LoopDetector:
     max_scopes = config.pop("max_scopes", 100_000)
-    return build(_history_c.HistoryStore, {"enabled": True, **config}, max_scopes=max_scopes)
+    return build(COMPILED, {"enabled": True, **config}, max_scopes=max_scopes)
 
 
 def test_slab_grows_by_doubling_and_keeps_every_row() -> None:
@@ -303,22 +305,12 @@ def test_ended_runs_give_their_rows_back() -> None:
 
 
 def test_ring_slot_bytes_match_the_layout() -> None:
+    # Four 8-byte columns (args, result, call-id hashes, timestamp), two 4-byte name
+    # indices, flags, the inline call id's length and its 32 bytes.
     det = compiled_detector(historySize=30)
     store = det._store
-    per_slot = sum(
-        getattr(store, name).itemsize
-        for name in (
-            "tool_hashes",
-            "args_hashes",
-            "result_hashes",
-            "call_id_hashes",
-            "unknown_hashes",
-            "timestamps",
-            "flags",
-        )
-    )
-    assert per_slot == 49
-    assert store.tool_hashes.shape == (store.capacity, 30)
+    assert store.slot_bytes == 4 * 8 + 2 * 4 + 1 + 1 + 32
+    assert store.capacity == 8
 
 
 def test_least_recently_used_scope_is_evicted_at_the_cap() -> None:
@@ -337,7 +329,7 @@ def test_name_table_stays_bounded_and_names_survive_sweeps() -> None:
     store = det._store
     for n in range(5000):
         det.record_call(f"tool{n}", {}, f"call-{n}", run_id="r")
-    assert len(store.names) <= 2 * 1024 + 4
+    assert store.name_count <= 2 * 1024 + 4
     assert [(r.tool_name, r.tool_call_id) for r in det.history(run_id="r")] == [
         ("tool4998", "call-4998"),
         ("tool4999", "call-4999"),
@@ -376,8 +368,8 @@ def test_many_scopes_come_and_go_like_the_python_twin() -> None:
 
     rng = random.Random(20261130)
     config = {"enabled": True, "historySize": 3}
-    python = build(_history_py.HistoryStore, config, max_scopes=700)
-    compiled = build(_history_c.HistoryStore, config, max_scopes=700)
+    python = build(PYTHON, config, max_scopes=700)
+    compiled = build(COMPILED, config, max_scopes=700)
     sessions: list[Any] = [None, "s", 5, *(_Colliding(f"c{n}") for n in range(40))]
     for step in range(12_000):
         session = rng.choice(sessions)
@@ -405,3 +397,20 @@ def test_many_scopes_come_and_go_like_the_python_twin() -> None:
             assert comparable(compiled.history(session=session, run_id=run_id)) == comparable(
                 python.history(session=session, run_id=run_id)
             )
+
+
+@pytest.mark.parametrize("twin_name", TWINS)
+def test_instances_take_their_per_call_methods_and_store_from_the_twin_in_force(
+    twin_name: str,
+) -> None:
+    suffix = {"python": "py", "cython": "c"}[twin_name]
+    with use_twin(twin_name):
+        detector = LoopDetector({"enabled": True})
+        guard = ToolLoopGuard({"enabled": True})
+    for instance, method in ((detector, "check"), (guard, "before_call")):
+        owner = next(k for k in type(instance).__mro__ if method in vars(k))
+        assert owner.__module__ == f"loopcore._percall_{suffix}"
+        assert type(instance._store).__module__ == f"loopcore._ring_{suffix}"
+    assert isinstance(detector, LoopDetector)
+    assert isinstance(guard, ToolLoopGuard)
+    assert guard.detector.store is guard._store  # one store, shared

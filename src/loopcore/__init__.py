@@ -1,12 +1,14 @@
 """loopcore: notice when a tool-calling LLM agent is stuck, and warn, block or abort it.
 
-The public API is re-exported here; everything else is private.
+What a host needs is re-exported here; batch scans of recorded calls live in
+``loopcore.batch`` (numpy), imported on first use.
 """
 
 from __future__ import annotations
 
-from . import _fingerprint, _history
-from ._calltable import CallTable, CallTableBuilder, EventError
+from typing import TYPE_CHECKING, Any
+
+from . import _fingerprint, _outcome, _percall, _ring
 from ._config import (
     ConfigError,
     DetectorSwitches,
@@ -19,29 +21,24 @@ from ._detector import CallRecord, LoopDetector, Verdict
 from ._guard import CompactionLoopPersisted, GuardVerdict, PostCompactionGuard
 from ._hook import Decision, LoopEvent, ToolLoopBlocked, ToolLoopGuard
 from ._outcome import UNSET, hash_call, hash_outcome
-from ._scan import DETECTORS, ScanResult, ScanTotals, ScopeSummary, scan, sweep
+
+if TYPE_CHECKING:
+    from .batch import scan
 
 __all__ = [
-    "DETECTORS",
     "IMPLEMENTATION",
     "UNSET",
     "CallRecord",
-    "CallTable",
-    "CallTableBuilder",
     "CompactionLoopPersisted",
     "ConfigError",
     "Decision",
     "DetectorSwitches",
-    "EventError",
     "GuardVerdict",
     "LoopDetectionConfig",
     "LoopDetector",
     "LoopEvent",
     "PostCompactionGuard",
     "PostCompactionGuardConfig",
-    "ScanResult",
-    "ScanTotals",
-    "ScopeSummary",
     "ToolLoopBlocked",
     "ToolLoopGuard",
     "Verdict",
@@ -51,14 +48,36 @@ __all__ = [
     "load_config",
     "resolve_config",
     "scan",
-    "sweep",
 ]
 
 __version__ = "0.1.0"
 
-#: Which core is in use: "cython" only when every hot component loaded its compiled twin.
+#: Which core is in use: "cython" only when every twinned component loaded its compiled twin.
 IMPLEMENTATION = (
     "cython"
-    if _fingerprint.IMPLEMENTATION == "cython" and _history.IMPLEMENTATION == "cython"
+    if all(m.IMPLEMENTATION == "cython" for m in (_fingerprint, _outcome, _ring, _percall))
     else "python"
 )
+
+# The batch-scan names that used to live here: still reachable, loaded on first use.
+_BATCH = frozenset(
+    {
+        "CallTable",
+        "CallTableBuilder",
+        "DETECTORS",
+        "EventError",
+        "ScanResult",
+        "ScanTotals",
+        "ScopeSummary",
+        "scan",
+        "sweep",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BATCH:
+        from . import batch
+
+        return getattr(batch, name)
+    raise AttributeError(f"module 'loopcore' has no attribute {name!r}")

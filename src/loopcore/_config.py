@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import json5
 
 __all__ = [
     "ConfigError",
@@ -76,6 +73,8 @@ def _canonical_keys(block: object, path: str, known: tuple[str, ...]) -> dict[st
     for key, value in block.items():
         name = by_spelling.get(key) if isinstance(key, str) else None
         if name is None:
+            import difflib  # only for a bad key: kept off the import of loopcore
+
             hint = difflib.get_close_matches(str(key), list(by_spelling), n=1, cutoff=0.5)
             suggestion = f"; did you mean {by_spelling[hint[0]]!r}?" if hint else ""
             known_list = ", ".join(known)
@@ -346,6 +345,8 @@ def _read(source: str | os.PathLike[str]) -> object:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"{path}: cannot read config file: {reason}") from None
     try:
+        import json5  # only when a config file is read
+
         return json5.loads(text)
     except ValueError as exc:
         # json5 reports "<string>:LINE ..."; name the file instead.

@@ -6,11 +6,13 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["DETECTOR", "CompactionLoopPersisted", "GuardVerdict", "PostCompactionGuard"]
+from ._rules import COMPACTION_LOOP_PERSISTED as DETECTOR
+from ._rules import abort_message, compaction_error_message
+
+__all__ = ["CompactionLoopPersisted", "GuardVerdict", "PostCompactionGuard"]
 
 logger = logging.getLogger("loopcore")
 
-DETECTOR = "compaction_loop_persisted"
 
 _Triple = tuple[str, int, "int | None"]
 
@@ -39,10 +41,7 @@ class CompactionLoopPersisted(RuntimeError):
     def __init__(self, tool_name: str, count: int, message: str | None = None) -> None:
         self.tool_name = tool_name
         self.count = count
-        self.message = message or (
-            f"{DETECTOR}: {tool_name} repeated the same call with the same result "
-            f"{count} times after context compaction"
-        )
+        self.message = message or compaction_error_message(tool_name, count)
         super().__init__(self.message)
 
     def __reduce__(self) -> tuple[object, ...]:
@@ -105,11 +104,7 @@ class PostCompactionGuard:
         count = self._window.count(triple)
         if count >= self.window_size:
             self._remaining = 0
-            message = (
-                f"CRITICAL: {DETECTOR}: {tool_name} repeated the same call with the same "
-                f"result {count} times in the {self.window_size} attempts after context "
-                "compaction; the run is aborted because the loop survived the compaction."
-            )
+            message = abort_message(tool_name, count, self.window_size)
             logger.error(
                 "post-compaction guard aborted the run: tool=%s count=%d window=%d",
                 tool_name,

@@ -13,11 +13,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
-from ._config import LoopDetectionConfig
+from . import _outcome, _percall, _ring
+from ._config import LoopDetectionConfig, coerce_config
 from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict
-from ._guard import DETECTOR as COMPACTION_DETECTOR
 from ._guard import CompactionLoopPersisted, PostCompactionGuard
-from ._outcome import UNSET, Normalizer, check_tool_name, hash_call
+from ._outcome import (
+    Normalizer,
+    check_normalizers,
+    check_send_tools,
+    check_tool_name,
+    is_known_poll,
+)
+from ._percall_py import GuardCalls
+from ._records import ScanStats
+from ._rules import COMPACTION_LOOP_PERSISTED, Verdicts, alarm_thresholds
 from ._scopes import ScopeKey, ScopeTable, scope_key
 
 __all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
@@ -81,8 +90,15 @@ class _ScopeState:
         self.guard: PostCompactionGuard | None = None
 
 
-class ToolLoopGuard:
-    """The gateway hook: check, warn or block, record, and guard after compaction."""
+class ToolLoopGuard(GuardCalls):
+    """The gateway hook: check, warn or block, record, and guard after compaction.
+
+    ``before_call`` and ``after_call`` come from the per-call twin
+    (``_percall``); this class holds the policy they call up to.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ToolLoopGuard:
+        return _percall.new(cls, ToolLoopGuard, "GuardCalls")
 
     def __init__(
         self,
@@ -92,33 +108,42 @@ class ToolLoopGuard:
         send_tools: Collection[str] = (),
         on_event: Callable[[LoopEvent], object] | None = None,
         max_scopes: int = 100_000,
+        store: Any = None,
     ) -> None:
         if on_event is not None and not callable(on_event):
             raise TypeError(f"on_event: expected a callable or None, got {type(on_event).__name__}")
+        config = coerce_config(config)
+        if store is None:
+            store = _ring.RingStore(config.history_size, max_scopes)
+        # One store, shared: the detector answers history() and check() on it.
         self._detector = LoopDetector(
-            config, normalizers=normalizers, send_tools=send_tools, max_scopes=max_scopes
+            config,
+            normalizers=normalizers,
+            send_tools=send_tools,
+            max_scopes=max_scopes,
+            store=store,
         )
         self._on_event = on_event
-        # Bound once: before_call and after_call run on every tool call.
-        self._store = self._detector._store
-        self._enabled = self._detector.enabled
+        self._verdicts = Verdicts(config)
+        self._warning_threshold = config.warning_threshold
         self._states: ScopeTable[_ScopeState] = ScopeTable(max_scopes)
         # Scopes whose guard is armed: after_call skips all guard work while empty.
-        self._armed: dict[ScopeKey, PostCompactionGuard] = {}
+        self._armed_guards: dict[ScopeKey, PostCompactionGuard] = {}
         self._lock = threading.Lock()
         self._scope: ContextVar[ScopeKey] = ContextVar(
             f"loopcore.scope.{id(self):x}", default=(None, None)
         )
-        bind = getattr(self._store, "bind_gateway", None)
-        if bind is not None and (
-            type(self).before_call is ToolLoopGuard.before_call
-            and type(self).after_call is ToolLoopGuard.after_call
-        ):
-            # The compiled twin runs the common path of both calls without a
-            # Python frame; a subclass that overrides them keeps its own.
-            calls = bind(self._enabled, self, self._armed, _ALLOWED)
-            object.__setattr__(self, "before_call", calls.before_call)
-            object.__setattr__(self, "after_call", calls.after_call)
+        detector = self._detector
+        alarm, unknown_alarm = alarm_thresholds(config)
+        self._bind_calls(
+            store,
+            detector.enabled,
+            alarm,
+            unknown_alarm,
+            check_normalizers(normalizers),
+            check_send_tools(send_tools),
+        )
+        self._bind_guard(self._armed_guards, _ALLOWED)
 
     @property
     def detector(self) -> LoopDetector:
@@ -130,46 +155,6 @@ class ToolLoopGuard:
 
     def __repr__(self) -> str:
         return f"ToolLoopGuard({self._detector!r})"
-
-    # -- the two calls around a tool execution --------------------------------------------
-
-    def before_call(
-        self,
-        tool_name: str,
-        args: Any,
-        *,
-        tool_call_id: str | None = None,
-        session: Hashable = None,
-        run_id: str | None = None,
-    ) -> Decision:
-        """Check a call about to run; record it unless it is blocked."""
-        if not self._enabled:
-            self._store.record_call(tool_name, args, tool_call_id, session, run_id)
-            return _ALLOWED
-        # The store hashes the args once for the check and the record.
-        verdict = self._store.check_and_record(tool_name, args, tool_call_id, session, run_id)
-        if verdict is NOT_STUCK:
-            return _ALLOWED
-        return self._decide(verdict, tool_name, session, run_id)
-
-    def after_call(
-        self,
-        tool_name: str,
-        args: Any,
-        *,
-        result: Any = UNSET,
-        error: Any = UNSET,
-        tool_call_id: str | None = None,
-        session: Hashable = None,
-        run_id: str | None = None,
-    ) -> CallRecord | None:
-        """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
-        record = self._store.record_outcome(
-            tool_name, args, result, error, tool_call_id, session, run_id
-        )
-        if not self._armed:
-            return record
-        return self._observe(record, tool_name, args, session, run_id)
 
     def arm_post_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """Arm the scope's post-compaction guard; call when retrying after a compaction."""
@@ -183,7 +168,7 @@ class ToolLoopGuard:
             if state.guard is None:
                 state.guard = PostCompactionGuard(window)
             state.guard.arm()
-            self._armed[key] = state.guard
+            self._armed_guards[key] = state.guard
         self._emit(
             LoopEvent(
                 "guard_armed",
@@ -203,15 +188,15 @@ class ToolLoopGuard:
         self._detector.end_run(session=key[0], run_id=key[1])
         with self._lock:
             self._states.pop(key)
-            self._armed.pop(key, None)
+            self._armed_guards.pop(key, None)
 
     def end_session(self, session: Hashable) -> None:
         """Forget every run of ``session``."""
         self._detector.end_session(session)
         with self._lock:
             self._states.pop_session(session)
-            for key in [key for key in self._armed if key[0] == session]:
-                del self._armed[key]
+            for key in [key for key in self._armed_guards if key[0] == session]:
+                del self._armed_guards[key]
 
     # -- wrapping tool functions -----------------------------------------------------------
 
@@ -284,39 +269,42 @@ class ToolLoopGuard:
     # -- internals -------------------------------------------------------------------------
 
     def _decide(
-        self, verdict: Verdict, tool_name: str, session: Hashable, run_id: str | None
+        self,
+        stats: ScanStats,
+        tool_name: str,
+        args: Any,
+        args_hash: int,
+        key: ScopeKey,
+        tool_call_id: str | None,
     ) -> Decision:
-        """The decision for a stuck verdict: block, or warn once per multiple."""
-        key = scope_key(session, run_id)
+        """The decision for a scan the store did not call quiet: block, or record and warn."""
+        verdict = self._verdicts(stats, tool_name, args_hash, is_known_poll(tool_name, args))
         if verdict.level == "critical":
             self._report("block", key, tool_name, verdict)
             return Decision(True, verdict.message, verdict, None)
+        self._store.append(key, tool_name, args_hash, tool_call_id)
+        if not verdict.stuck:
+            return _ALLOWED
         warning = verdict if self._first_warning(key, verdict) else None
         if warning is not None:
             self._report("warning", key, tool_name, verdict)
         return Decision(False, None, verdict, warning)
 
     def _observe(
-        self,
-        record: CallRecord | None,
-        tool_name: str,
-        args: Any,
-        session: Hashable,
-        run_id: str | None,
+        self, record: CallRecord | None, tool_name: str, args: Any, key: ScopeKey
     ) -> CallRecord | None:
         """Feed an armed post-compaction guard; raises when it trips."""
-        key = scope_key(session, run_id)
         if record is not None:
             args_hash, result_hash = record.args_hash, record.result_hash
         else:
-            args_hash, result_hash = hash_call(tool_name, args), None
+            args_hash, result_hash = _outcome.hash_call(tool_name, args), None
         with self._lock:
-            guard = self._armed.get(key)
+            guard = self._armed_guards.get(key)
             if guard is None:
                 return record
             verdict = guard.observe(tool_name, args_hash, result_hash)
             if not guard.armed:
-                del self._armed[key]
+                del self._armed_guards[key]
         if verdict.should_abort:
             message = verdict.message
             self._emit(
@@ -325,7 +313,7 @@ class ToolLoopGuard:
                     key[0],
                     key[1],
                     tool_name,
-                    COMPACTION_DETECTOR,
+                    COMPACTION_LOOP_PERSISTED,
                     "critical",
                     verdict.count,
                     message,
@@ -340,12 +328,12 @@ class ToolLoopGuard:
         if state is None:
             state = _ScopeState()
             for evicted in self._states.put(key, state):
-                self._armed.pop(evicted, None)
+                self._armed_guards.pop(evicted, None)
         return state
 
     def _first_warning(self, key: ScopeKey, verdict: Verdict) -> bool:
         """Is this the first time the warning's key reaches a new multiple of the threshold?"""
-        multiple = verdict.count // self._detector.config.warning_threshold
+        multiple = verdict.count // self._warning_threshold
         warning_key = verdict.warning_key or ""
         with self._lock:
             warned = self._state(key).warned
@@ -392,3 +380,6 @@ class ToolLoopGuard:
             self._on_event(event)
         except Exception:
             logger.exception("on_event callback raised while handling a %s event", event.kind)
+
+
+ToolLoopGuard.__signature__ = _percall.init_signature(ToolLoopGuard)  # type: ignore[attr-defined]

@@ -30,7 +30,9 @@ __all__ = [
     "SPECIAL_OUTCOME_TOOLS",
     "UNKNOWN_TOOL_REPEAT",
     "Row",
+    "Verdicts",
     "abort_message",
+    "abort_summary",
     "alarm_thresholds",
     "compaction_error_message",
     "select",
@@ -168,7 +170,7 @@ class _Bool(int):
 
     __slots__ = ()
 
-    def __invert__(self) -> bool:  # type: ignore[override]
+    def __invert__(self) -> bool:
         return not self
 
 
@@ -326,9 +328,49 @@ def abort_message(tool_name: str, count: int, window_size: int) -> str:
     )
 
 
+def abort_summary(tool_name: str, window_size: int) -> str:
+    """A replay report's one line for a run the guard would have aborted."""
+    return (
+        f"ABORT: {COMPACTION_LOOP_PERSISTED}: {tool_name} repeated the same call with the same "
+        f"result {window_size} times after the context compaction"
+    )
+
+
 def compaction_error_message(tool_name: str, count: int) -> str:
     """``CompactionLoopPersisted``'s text when it is raised without a message."""
     return (
         f"{COMPACTION_LOOP_PERSISTED}: {tool_name} repeated the same call with the same result "
         f"{count} times after context compaction"
     )
+
+
+class Verdicts:
+    """``verdict`` for one config, remembering recent answers.
+
+    A verdict is a pure function of the scan, the tool, the call hash and
+    whether it is a known poll; an agent stuck in a loop asks the same
+    question call after call, so the answers are kept (a bounded number).
+    """
+
+    __slots__ = ("_answers", "config")
+
+    #: Distinct answers remembered; the table is cleared when it is full.
+    SIZE = 4096
+
+    def __init__(self, config: LoopDetectionConfig) -> None:
+        self.config = config
+        self._answers: dict[tuple[ScanStats, str, int, bool], Verdict] = {}
+
+    def __call__(
+        self, stats: ScanStats, tool_name: str, args_hash: int, known_poll: bool
+    ) -> Verdict:
+        if type(tool_name) is not str:  # a str subclass's own __hash__ must not decide
+            return verdict(stats, self.config, tool_name, args_hash, known_poll)
+        key = (stats, tool_name, args_hash, known_poll)
+        found = self._answers.get(key)
+        if found is None:
+            found = verdict(stats, self.config, tool_name, args_hash, known_poll)
+            if len(self._answers) >= self.SIZE:
+                self._answers.clear()
+            self._answers[key] = found
+        return found

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .replay import add_parser as add_replay
+from .options import add_parser as add_replay
 
 __all__ = ["main"]
 

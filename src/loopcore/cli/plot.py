@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .options import UsageError
+
 if TYPE_CHECKING:
-    from .replay import RunReport, _Report
+    from .report import Report, RunReport
 
 __all__ = ["MAX_LANES", "check_target", "draw", "require_matplotlib"]
 
@@ -37,15 +39,11 @@ def require_matplotlib() -> None:
     try:
         import matplotlib.figure  # noqa: F401
     except ImportError:
-        from .replay import UsageError
-
         raise UsageError(MISSING) from None
 
 
 def check_target(path: str) -> None:
     """Raise the replay's usage error now when the PNG could not be written at the end."""
-    from .replay import UsageError
-
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise UsageError(f"--plot: cannot write {path}: Is a directory")
@@ -62,7 +60,7 @@ def _lane_label(run: RunReport) -> str:
     return f"{session} {run.run_id or '-'}"
 
 
-def draw(path: str, report: _Report, runs: list[RunReport]) -> None:
+def draw(path: str, report: Report, runs: list[RunReport]) -> None:
     """Write the timeline PNG; raises ``OSError`` when the file cannot be written."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

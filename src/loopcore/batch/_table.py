@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _fingerprint
-from ._outcome import (
+from .. import _fingerprint
+from .._outcome import (
     UNSET,
     Normalizer,
     check_call_id,
@@ -27,9 +27,9 @@ from ._outcome import (
     hash_outcome,
     is_known_poll,
 )
-from ._scopes import ScopeKey, scope_key
+from .._scopes import ScopeKey, scope_key
 
-__all__ = ["CallTable", "CallTableBuilder", "EventError", "name_hash"]
+__all__ = ["EVENT_FIELDS", "CallTable", "CallTableBuilder", "EventError", "name_hash"]
 
 #: The fields a call event may carry (``type`` only to mark a compaction).
 EVENT_FIELDS = frozenset(

@@ -1,0 +1,391 @@
+# cython: language_level=3, freethreading_compatible=True
+"""What runs on every tool call, before the rules are consulted? (the per-call path, compiled twin)
+
+The same bases as ``_percall_py`` — ``DetectorCalls`` and ``GuardCalls``, the
+native base classes of ``LoopDetector`` and ``ToolLoopGuard`` — with the common
+path in C: the scope key, the call hash (remembered for a flat args dict seen
+again, as ``after_call`` sees ``before_call``'s), the outcome hash of common
+results, and one store step through the compiled ring's C API. A scan the store
+calls quiet never creates a Python object; anything else goes to the policy
+methods the subclass defines (``_verdict``, ``_decide``, ``_observe``).
+"""
+
+from cpython.dict cimport PyDict_Next, PyDict_Size
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.unicode cimport (
+    Py_UNICODE_ISSPACE,
+    PyUnicode_CheckExact,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_READ_CHAR,
+)
+from libc.stdint cimport int64_t, uint64_t
+
+from ._outcome_c cimport call_hash, plain_outcome
+from ._ring_c cimport RingStore, loopcore_lock
+
+from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name
+from ._outcome_c import hash_outcome as _hash_outcome
+from ._records import NOT_STUCK
+from ._scopes import scope_key as _py_scope_key
+
+__all__ = ["IMPLEMENTATION", "DetectorCalls", "GuardCalls"]
+
+IMPLEMENTATION = "cython"
+
+cdef extern from "_lock.h":
+    void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
+    void release "loopcore_lock_release" (loopcore_lock *lock)
+
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define LOOPCORE_GIL_DISABLED 1
+    #else
+    #define LOOPCORE_GIL_DISABLED 0
+    #endif
+    /* Values whose identity fixes their encoding: nothing can change them. */
+    static int loopcore_is_immutable_scalar(PyObject *v) {
+        return v == Py_None || PyUnicode_CheckExact(v) || PyLong_CheckExact(v)
+            || PyFloat_CheckExact(v) || PyBool_Check(v);
+    }
+    """
+    # With the GIL, a section that runs no Python code needs no lock of its own.
+    const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
+    bint is_immutable_scalar "loopcore_is_immutable_scalar" (PyObject *value) noexcept
+
+cdef enum:
+    # Entries of a flat args dict whose hash is remembered for the next call.
+    MEMO_ENTRIES = 8
+
+cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
+
+
+cdef struct Memo:
+    # A flat args dict and its hash, with owned references to the dict, the
+    # tool name and every key and value (all immutable scalars).
+    PyObject *args
+    PyObject *tool
+    PyObject *items[2 * MEMO_ENTRIES]
+    Py_ssize_t size
+    uint64_t hash
+
+
+cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
+    """Fill ``memo`` with owned references when every entry qualifies."""
+    cdef Py_ssize_t pos = 0, i = 0, n = PyDict_Size(args)
+    cdef PyObject *key
+    cdef PyObject *value
+    if n > MEMO_ENTRIES:
+        return False
+    while PyDict_Next(args, &pos, &key, &value):
+        if i >= 2 * n or not (is_immutable_scalar(value) and PyUnicode_CheckExact(<object>key)):
+            return False
+        memo.items[i] = key
+        memo.items[i + 1] = value
+        i += 2
+    if i != 2 * n:
+        return False
+    for i in range(2 * n):
+        Py_INCREF(<object>memo.items[i])
+    Py_INCREF(args)
+    Py_INCREF(tool_name)
+    memo.args = <PyObject*>args
+    memo.tool = <PyObject*>tool_name
+    memo.size = n
+    memo.hash = 0
+    return True
+
+
+cdef bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
+    """Is ``args`` the remembered dict, holding the very same entries?"""
+    if memo.args == NULL or <PyObject*>args != memo.args or <PyObject*>tool_name != memo.tool:
+        return False
+    if PyDict_Size(args) != memo.size:
+        return False
+    cdef Py_ssize_t pos = 0, i = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    while PyDict_Next(args, &pos, &key, &value):
+        if key != memo.items[i] or value != memo.items[i + 1]:
+            return False
+        i += 2
+    return True
+
+
+cdef void memo_release(Memo *memo) noexcept:
+    """Empty ``memo`` first, then drop its references (finalisers may re-enter)."""
+    cdef Memo old = memo[0]
+    memo.args = NULL
+    memo.tool = NULL
+    memo.size = 0
+    if old.args == NULL:
+        return
+    cdef Py_ssize_t i
+    for i in range(2 * old.size):
+        Py_DECREF(<object>old.items[i])
+    Py_DECREF(<object>old.args)
+    Py_DECREF(<object>old.tool)
+
+
+cdef inline bint plain_run_id(object run_id):
+    """A str run id that needs no stripping (the common case)."""
+    if type(run_id) is not str:
+        return False
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(run_id)
+    return n > 0 and not Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(run_id, 0)) and not (
+        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(run_id, n - 1))
+    )
+
+
+cdef inline object make_key(object session, object run_id):
+    """The scope key; odd values go through the Python twin's validation."""
+    cdef type kind = type(session)
+    if (run_id is None or plain_run_id(run_id)) and (
+        session is None or kind is str or kind is int
+    ):
+        return (session, run_id)
+    return _py_scope_key(session, run_id)
+
+
+cdef inline object valid_tool(object tool_name):
+    if type(tool_name) is not str:
+        check_tool_name(tool_name)
+    return tool_name
+
+
+cdef inline object valid_call_id(object call_id):
+    if call_id is not None and type(call_id) is not str:
+        check_call_id(call_id)
+    return call_id
+
+
+cdef class _Calls:
+    """What both per-call bases hold: the store, the switch and the outcome settings."""
+
+    cdef readonly object _store
+    # The compiled ring when it is the store (its C API), else None.
+    cdef RingStore ring
+    cdef readonly bint _enabled
+    cdef readonly int64_t _alarm
+    cdef readonly int64_t _unknown_alarm
+    cdef readonly object _normalizers
+    cdef readonly frozenset _send_tools
+    # Tools whose outcomes need the Python rules: special, send or normalised.
+    cdef frozenset exclusions
+    # The last tool name found to have no special outcome rule.
+    cdef object plain_tool
+    # The last flat args dict hashed, with owned references to its keys and
+    # values: a gateway hashes the same args for the check, the record and the
+    # outcome, and identical immutable entries mean identical bytes.
+    cdef Memo memo
+    # The last scope key made, reused while the caller passes the same objects
+    # (GIL builds only: replacing it must not race).
+    cdef object last_key
+    cdef loopcore_lock lock
+
+    def _bind_calls(self, store, enabled, alarm, unknown_alarm, normalizers, send_tools):
+        self._store = store
+        self.ring = store if type(store) is RingStore else None
+        self._enabled = enabled
+        self._alarm = alarm
+        self._unknown_alarm = unknown_alarm
+        self._normalizers = normalizers
+        self._send_tools = frozenset(send_tools)
+        self.exclusions = SPECIAL | self._send_tools | frozenset(normalizers or ())
+        self.last_key = (None, None)
+
+    def __dealloc__(self):
+        memo_release(&self.memo)
+
+    cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
+        cdef Memo fresh, old
+        cdef uint64_t found
+        if GIL_DISABLED:
+            acquire(&self.lock)
+            try:
+                if memo_matches(&self.memo, tool_name, args):
+                    return self.memo.hash
+            finally:
+                release(&self.lock)
+        elif memo_matches(&self.memo, tool_name, args):
+            return self.memo.hash
+        # The entries are taken before hashing and must still be there after:
+        # whatever ran meanwhile (a value's repr, another thread), the hash
+        # is only remembered for the contents it was computed from.
+        cdef bint keep = type(args) is dict and memo_take(&fresh, tool_name, <dict>args)
+        try:
+            found = call_hash(tool_name, args)
+        except BaseException:
+            if keep:
+                memo_release(&fresh)
+            raise
+        if not keep:
+            return found
+        if not memo_matches(&fresh, tool_name, args):
+            memo_release(&fresh)
+            return found
+        fresh.hash = found
+        if GIL_DISABLED:
+            acquire(&self.lock)
+        old = self.memo
+        self.memo = fresh
+        if GIL_DISABLED:
+            release(&self.lock)
+        # Released last: a finaliser it runs sees the new memo, never a half one.
+        memo_release(&old)
+        return found
+
+    cdef object key_of(self, object session, object run_id):
+        cdef tuple last
+        if not GIL_DISABLED:
+            last = <tuple>self.last_key
+            if session is last[0] and run_id is last[1]:
+                return last
+        key = make_key(session, run_id)
+        # Only keys whose release runs no Python code (no session finaliser).
+        if not GIL_DISABLED and (<tuple>key)[0] is session and (<tuple>key)[1] is run_id and (
+            session is None or type(session) is str or type(session) is int
+        ):
+            self.last_key = key
+        return key
+
+    cdef object attach(self, object tool_name, object args, object result, object error,
+                       object tool_call_id, object key):
+        valid_tool(tool_name)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        valid_call_id(tool_call_id)
+        cdef uint64_t result_hash = 0
+        unknown = None
+        if not self.plain(tool_name, result, error, &result_hash):
+            found = _hash_outcome(
+                tool_name,
+                args,
+                result=result,
+                error=error,
+                normalizers=self._normalizers,
+                send_tools=self._send_tools,
+            )
+            if found[0] is None:
+                return None
+            result_hash = found[0]
+            unknown = found[1]
+        if self.ring is not None:
+            return self.ring.attach_c(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
+        return self._store.attach(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
+
+    cdef bint plain(self, object tool_name, object result, object error, uint64_t *out) except -1:
+        if GIL_DISABLED or tool_name is not self.plain_tool:
+            if tool_name in self.exclusions:
+                return False
+            if not GIL_DISABLED and type(tool_name) is str:
+                self.plain_tool = tool_name
+        return plain_outcome(result, error, out)
+
+    cdef object scan(self, object key, object tool_name, uint64_t args_hash, bint append,
+                     object tool_call_id):
+        if self.ring is not None:
+            return self.ring.scan_c(
+                key, tool_name, args_hash, self._alarm, self._unknown_alarm, append, tool_call_id
+            )
+        if append:
+            return self._store.scan_append(
+                key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
+            )
+        return self._store.scan(key, tool_name, args_hash, self._alarm, self._unknown_alarm)
+
+    cdef int append(self, object key, object tool_name, uint64_t args_hash,
+                    object tool_call_id) except -1:
+        if self.ring is not None:
+            return self.ring.append_c(key, tool_name, args_hash, tool_call_id)
+        self._store.append(key, tool_name, args_hash, tool_call_id)
+        return 0
+
+    cdef void warm(self, object key) except *:
+        if self.ring is not None:
+            self.ring.warm(key)
+
+
+cdef class DetectorCalls(_Calls):
+    """``LoopDetector``'s per-call methods."""
+
+    def check(self, tool_name, args, *, session=None, run_id=None):
+        """The verdict for a call about to run, against its scope's history."""
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        if not self._enabled:
+            return NOT_STUCK
+        self.warm(key)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        stats = self.scan(key, tool_name, args_hash, False, None)
+        if stats is None:
+            return NOT_STUCK
+        return self._verdict(stats, tool_name, args, args_hash)
+
+    def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
+        """Append a call (without outcome) to its scope's history."""
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        valid_call_id(tool_call_id)
+        self.append(key, tool_name, args_hash, tool_call_id)
+
+    def record_outcome(
+        self,
+        tool_name,
+        args,
+        *,
+        result=UNSET,
+        error=UNSET,
+        tool_call_id=None,
+        session=None,
+        run_id=None,
+    ):
+        """Attach an outcome to the newest pending matching call, or append one."""
+        return self.attach(
+            tool_name, args, result, error, tool_call_id, self.key_of(session, run_id)
+        )
+
+
+cdef class GuardCalls(_Calls):
+    """``ToolLoopGuard``'s two calls around a tool execution."""
+
+    cdef readonly dict _armed
+    cdef readonly object _allowed
+
+    def _bind_guard(self, dict armed, allowed):
+        self._armed = armed
+        self._allowed = allowed
+
+    def before_call(self, tool_name, args, *, tool_call_id=None, session=None, run_id=None):
+        """Check a call about to run; record it unless it is blocked."""
+        key = self.key_of(session, run_id)
+        valid_tool(tool_name)
+        valid_call_id(tool_call_id)
+        self.warm(key)
+        cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        if not self._enabled:
+            self.append(key, tool_name, args_hash, tool_call_id)
+            return self._allowed
+        stats = self.scan(key, tool_name, args_hash, True, tool_call_id)
+        if stats is None:
+            return self._allowed
+        return self._decide(stats, tool_name, args, args_hash, key, tool_call_id)
+
+    def after_call(
+        self,
+        tool_name,
+        args,
+        *,
+        result=UNSET,
+        error=UNSET,
+        tool_call_id=None,
+        session=None,
+        run_id=None,
+    ):
+        """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
+        key = self.key_of(session, run_id)
+        record = self.attach(tool_name, args, result, error, tool_call_id, key)
+        if not self._armed:
+            return record
+        return self._observe(record, tool_name, args, key)

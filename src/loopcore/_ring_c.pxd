@@ -1,0 +1,116 @@
+# cython: language_level=3, freethreading_compatible=True
+"""C-level API of the compiled ring store, for the per-call twin."""
+
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+
+
+cdef extern from "_lock.h":
+    ctypedef struct loopcore_lock:
+        pass
+
+
+cdef struct RowMeta:
+    int32_t head
+    int32_t fill
+    int32_t older
+    int32_t newer
+    # The scope key's hash and parts (borrowed: row_keys holds the key), so a
+    # lookup that is handed the same objects never leaves this cache line.
+    int64_t key_hash
+    PyObject *session
+    PyObject *run_id
+
+
+cdef struct Slot:
+    # One entry of the open-addressing table from scope key to row: the low
+    # half of the key's hash (the row's bookkeeping has all of it) and the row.
+    uint32_t key_hash
+    int32_t row
+
+
+cdef class RingStore:
+    cdef readonly Py_ssize_t history_size
+    cdef readonly Py_ssize_t max_scopes
+    cdef readonly Py_ssize_t capacity
+    cdef Py_ssize_t live
+
+    # The slab: one row of ``history_size`` records per scope, column by column.
+    cdef uint64_t *args
+    cdef uint64_t *result
+    cdef uint64_t *call_id
+    cdef double *ts
+    cdef uint32_t *tool
+    cdef uint32_t *unknown
+    cdef uint8_t *flag
+    cdef uint8_t *id_len
+    cdef char *ids
+    # Call ids too long to keep inline, by slab index.
+    cdef dict long_ids
+
+    cdef RowMeta *meta
+    cdef int32_t *free_rows
+    cdef Py_ssize_t free_count
+    cdef int32_t oldest_row
+    cdef int32_t newest_row
+    cdef Slot *slots
+    cdef Py_ssize_t table_mask
+    cdef Py_ssize_t table_used
+    cdef list row_keys
+    cdef dict by_session
+
+    # Tool names and unknown tool names, each kept once, by index, with the
+    # number of slab slots that use it: an index is freed with its last use.
+    cdef list names
+    cdef dict name_index
+    cdef uint32_t *name_refs
+    cdef Py_ssize_t names_capacity
+    cdef list free_names
+    # The tool name object seen last and its index (GIL builds only).
+    cdef object last_tool
+    cdef int64_t last_tool_index
+
+    # The key object whose row was found last (caller holds the lock).
+    cdef object found_key
+    cdef Py_ssize_t found_row
+    cdef loopcore_lock lock
+
+    cdef void warm(self, object key) except *
+    cdef object scan_c(
+        self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
+        int64_t unknown_alarm, bint append, object call_id,
+    )
+    cdef int append_c(
+        self, object key, object tool_name, uint64_t args_hash, object call_id
+    ) except -1
+    cdef object attach_c(
+        self, object key, object tool_name, uint64_t args_hash, object call_id,
+        uint64_t result_hash, object unknown,
+    )
+
+    cdef int64_t find_name(self, object name) except -2
+    cdef int64_t intern(self, object name) except -1
+    cdef void forget_name(self, uint32_t index) noexcept
+    cdef int clear_slot(self, Py_ssize_t index) except -1
+    cdef int store_id(self, Py_ssize_t index, object call_id) except -1
+    cdef object id_of(self, Py_ssize_t index)
+    cdef bint scan_row(
+        self, Py_ssize_t row, int64_t tool_index, uint64_t args_hash, int64_t alarm,
+        int64_t unknown_alarm, void *out,
+    ) noexcept
+    cdef object stats_of(self, void *scan)
+    cdef Py_ssize_t find_row(self, object key) except -2
+    cdef Py_ssize_t lookup(self, object key) except -2
+    cdef int table_insert(self, int32_t row) except -1
+    cdef void table_delete(self, int32_t row) noexcept
+    cdef int resize_table(self, Py_ssize_t wanted) except -1
+    cdef int append_row(
+        self, object key, Py_ssize_t row, object tool_name, uint64_t args_hash,
+        object call_id, double now, uint64_t result_hash, bint has_result, object unknown,
+    ) except -1
+    cdef Py_ssize_t new_row(self, object key) except -1
+    cdef int release(self, object key, Py_ssize_t row) except -1
+    cdef void link_newest(self, int32_t row) noexcept
+    cdef void unlink(self, int32_t row) noexcept
+    cdef void touch(self, int32_t row) noexcept
+    cdef int grow(self, Py_ssize_t capacity) except -1

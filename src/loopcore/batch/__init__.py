@@ -1,0 +1,34 @@
+"""What would loop detection have said about every call of recorded traces? (SPEC §7)
+
+The batch scans, imported on first use (they need numpy): a trace's calls are
+fingerprinted once into a ``CallTable`` (``CallTableBuilder``), ``scan`` gives
+the verdict ``LoopDetector.check`` would have returned before each of them, and
+``sweep`` does so for every value of one setting, counting once.
+
+- ``_table``: a trace's calls as columns of hashes (``CallTable``, ``CallTableBuilder``);
+- ``_kernels``: the SPEC §4 counts of every call, in whole-array numpy operations;
+- ``_result``: ``ScanResult``, its per-scope ``ScopeSummary`` and ``ScanTotals``;
+- ``_scan``: the entry points, ``scan`` and ``sweep``.
+
+The verdict table itself, ``DETECTORS`` and ``LEVELS`` live in ``loopcore._rules``.
+"""
+
+from __future__ import annotations
+
+from .._rules import DETECTORS, LEVELS
+from ._result import ScanResult, ScanTotals, ScopeSummary
+from ._scan import scan, sweep
+from ._table import CallTable, CallTableBuilder, EventError
+
+__all__ = [
+    "DETECTORS",
+    "LEVELS",
+    "CallTable",
+    "CallTableBuilder",
+    "EventError",
+    "ScanResult",
+    "ScanTotals",
+    "ScopeSummary",
+    "scan",
+    "sweep",
+]

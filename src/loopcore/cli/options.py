@@ -1,0 +1,132 @@
+"""Which replay was asked for? ``loopcore replay``'s options, ``--set`` and ``--sweep``.
+
+The settings are kept as a block, as written: ``--config`` (and ``--agent``),
+every ``--set``, then ``--enable``; a swept value is laid over it the same way.
+A bad option value is a ``UsageError`` naming the option (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .._config import ConfigError, load_block, overlay, with_setting
+
+__all__ = ["MAX_SWEEP_VALUES", "Sweep", "UsageError", "add_parser", "config_block", "parse_sweep"]
+
+#: More values than this in one ``--sweep`` is almost certainly a typo in START:STOP.
+MAX_SWEEP_VALUES = 1000
+
+
+class UsageError(Exception):
+    """A bad option value; the message names the option."""
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``replay`` to the ``loopcore`` sub-commands."""
+    replay = commands.add_parser(
+        "replay",
+        help="what would loop detection have done on recorded traces?",
+        description=(
+            "Replay recorded tool calls (loopcore JSONL events or pi / OpenClaw session "
+            "transcripts, .gz or plain, files or directories) through loop detection and "
+            "report, per run, what would have been warned, blocked or aborted. Exit status: "
+            "0 nothing would block, 1 something would block or abort, 2 usage or input error."
+        ),
+    )
+    replay.add_argument("traces", nargs="+", metavar="TRACE", help="trace file or directory")
+    replay.add_argument("--config", metavar="FILE", help="an OpenClaw config file (JSON5)")
+    replay.add_argument("--agent", metavar="ID", help="use this agent's override from --config")
+    replay.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting, e.g. warningThreshold=8 or detectors.pingPong=false",
+    )
+    replay.add_argument(
+        "--enable",
+        action="store_true",
+        help="treat detection as enabled, to ask what it would have done",
+    )
+    replay.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output format"
+    )
+    replay.add_argument(
+        "--sweep",
+        metavar="KEY=START:STOP[:STEP]",
+        help="evaluate every value of one integer setting from START to STOP inclusive",
+    )
+    replay.add_argument(
+        "--plot", metavar="FILE.png", help="draw a timeline of every run's verdicts (matplotlib)"
+    )
+    replay.add_argument(
+        "--strict", action="store_true", help="stop at the first malformed line (exit status 2)"
+    )
+
+
+def _setting_value(text: str) -> object:
+    """``8`` → 8, ``true`` → True; anything that is not JSON stays a string (and is rejected)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def config_block(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings block: ``--config`` (and ``--agent``), every ``--set``, then ``--enable``.
+
+    Kept as a block, before ordering repairs: the overrides (and a swept value)
+    are laid over the settings as written, so their order does not matter and
+    only the final config logs a repair.
+    """
+    if args.agent is not None and args.config is None:
+        raise UsageError("--agent: needs --config FILE")
+    block = load_block(args.config, agent_id=args.agent) if args.config is not None else {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set: expected KEY=VALUE, got {item!r}")
+        try:
+            block = overlay(block, {key.strip(): _setting_value(value.strip())})
+        except ConfigError as exc:
+            raise UsageError(f"--set {item}: {exc}") from None
+    if args.enable:
+        block = overlay(block, {"enabled": True})
+    return block
+
+
+_SWEEP = re.compile(r"^\s*([^=\s]+)\s*=\s*(-?\d+):(-?\d+)(?::(-?\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    setting: str
+    values: list[int]
+
+
+def parse_sweep(text: str, block: dict[str, Any]) -> Sweep:
+    match = _SWEEP.match(text)
+    if match is None:
+        raise UsageError(f"--sweep: expected KEY=START:STOP[:STEP], got {text!r}")
+    key = match.group(1)
+    start, stop = int(match.group(2)), int(match.group(3))
+    step = int(match.group(4)) if match.group(4) is not None else 1
+    if step < 1:
+        raise UsageError(f"--sweep: STEP must be a positive integer, got {step}")
+    if start > stop:
+        raise UsageError(f"--sweep: START ({start}) is greater than STOP ({stop})")
+    values = list(range(start, stop + 1, step))
+    if len(values) > MAX_SWEEP_VALUES:
+        raise UsageError(
+            f"--sweep: {len(values)} values is more than {MAX_SWEEP_VALUES}; use a larger STEP"
+        )
+    for value in values:  # every value checked (and its repairs logged) before reading input
+        try:
+            with_setting(block, key, value)
+        except ConfigError as exc:
+            raise UsageError(f"--sweep {key}={value}: {exc}") from None
+    return Sweep(key, values)
