@@ -1,12 +1,14 @@
 """How much resident memory do live scopes take? Measured in a fresh process (workload 4).
 
-``python benchmarks/memory_probe.py LEG SCOPES HISTORY`` builds the leg's
+``python benchmarks/memory_probe.py LEG SCOPES HISTORY [ids]`` builds the leg's
 detector (twin selected as in the benchmarks), records HISTORY calls in each of
 SCOPES scopes (``record_call`` of the typical ``read`` call, so every ring is
-full), and prints one JSON object: the resident-set growth and bytes per scope.
+full; with ``ids``, each call with its own 29-character ``tool_call_id``, as
+gateways send them), and prints one JSON object: the resident-set growth and
+bytes per scope.
 RSS is VmRSS from /proc/self/status; elsewhere the growth of
 ``resource.getrusage(...).ru_maxrss``. Run ids and args are built before the
-first reading: they belong to the host, not to the detector.
+first reading: they belong to the host, not to the detector (so do the call ids).
 """
 
 from __future__ import annotations
@@ -34,11 +36,18 @@ def rss_bytes() -> tuple[int, str]:
 
 def main(argv: list[str]) -> int:
     leg, scopes, history = argv[1], int(argv[2]), int(argv[3])
+    with_ids = argv[4:] == ["ids"]
     from twins import use_twin
     from workloads import TOOL, make_detector, read_args
 
     args = read_args(50)
     run_ids = [f"run-{k}" for k in range(scopes)]
+    # OpenAI-style ids ("call_" and 24 characters), unique per call.
+    call_ids = (
+        [[f"call_{k:012x}{j:012x}" for j in range(history)] for k in range(scopes)]
+        if with_ids
+        else [[None] * history] * scopes
+    )
     with use_twin(leg):
         detector = make_detector(
             leg, {"enabled": True, "historySize": history}, max_scopes=scopes + 1
@@ -48,9 +57,9 @@ def main(argv: list[str]) -> int:
         gc.collect()
         before, method = rss_bytes()
         started = time.perf_counter()
-        for run_id in run_ids:
+        for run_id, ids in zip(run_ids, call_ids, strict=True):
             for j in range(history):
-                detector.record_call(TOOL, args[j % 50], run_id=run_id)
+                detector.record_call(TOOL, args[j % 50], ids[j], run_id=run_id)
         elapsed = time.perf_counter() - started
         gc.collect()
         after, _ = rss_bytes()
@@ -63,6 +72,7 @@ def main(argv: list[str]) -> int:
                 "leg": leg,
                 "scopes": scopes,
                 "history": history,
+                "call_ids": with_ids,
                 "method": method,
                 "rss_before": before,
                 "rss_after": after,

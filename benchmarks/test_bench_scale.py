@@ -7,8 +7,9 @@ first filled with 30 ``record_call``; then the cycles visit the scopes in turn
 offsets, so no verdict fires. Times are per cycle.
 
 Memory: resident-set growth for 100,000 scopes with 30 recorded calls each,
-measured by ``memory_probe.py`` in a fresh subprocess per leg; reported as
-bytes per scope in the summary table. Nothing about either is asserted.
+without call ids and with a unique ``tool_call_id`` per call, measured by
+``memory_probe.py`` in a fresh subprocess per leg; reported as bytes per scope
+in the summary table. Nothing about either is asserted.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None
         assert len(detector.history(run_id=run_id)) == HISTORY
 
 
-def test_memory_per_scope(leg: str, figures: Figures) -> None:
+@pytest.mark.parametrize("ids", [False, True], ids=["no-ids", "unique-ids"])
+def test_memory_per_scope(leg: str, figures: Figures, ids: bool) -> None:
     done = subprocess.run(
-        [sys.executable, str(PROBE), leg, str(MEMORY_SCOPES), str(HISTORY)],
+        [sys.executable, str(PROBE), leg, str(MEMORY_SCOPES), str(HISTORY), *(["ids"] * ids)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -68,7 +70,8 @@ def test_memory_per_scope(leg: str, figures: Figures) -> None:
         pytest.fail(f"memory probe for the {leg} leg failed:\n{done.stderr}")
     report = json.loads(done.stdout.strip().splitlines()[-1])
     figures.add(
-        f"memory: {MEMORY_SCOPES:,} scopes x {HISTORY} calls (per scope)",
+        f"memory: {MEMORY_SCOPES:,} scopes x {HISTORY} calls"
+        f"{', unique call ids' if ids else ''} (per scope)",
         leg,
         report["bytes_per_scope"],
         "B",

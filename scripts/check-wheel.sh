@@ -60,7 +60,7 @@ wheel=$(echo "$work"/dist/*.whl)
 
 step="inspect sdist and wheel"
 # Expected contents follow the checkout: every .pyx is a compiled module that must
-# be in the wheel next to its source; every .pxd and .h header ships too.
+# be in the wheel next to its source; every .pxd, .pxi and .h file ships too.
 "$tools" - "$repo" "$sdist" "$wheel" <<'PY'
 import sys
 import tarfile
@@ -70,7 +70,7 @@ from pathlib import Path
 repo, sdist, wheel = (Path(arg) for arg in sys.argv[1:])
 package = repo / "src" / "loopcore"
 pyx = sorted(p.name for p in package.glob("*.pyx"))
-sources = sorted(p.name for p in package.iterdir() if p.suffix in {".pyx", ".pxd", ".h"})
+sources = sorted(p.name for p in package.iterdir() if p.suffix in {".pyx", ".pxd", ".pxi", ".h"})
 problems = []
 
 with zipfile.ZipFile(wheel) as zf:

@@ -268,23 +268,23 @@ class ToolLoopGuard(GuardCalls):
 
     # -- internals -------------------------------------------------------------------------
 
+    def _verdict(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
+        """The verdict table for a scan the store did not call quiet."""
+        return self._verdicts(stats, tool_name, args_hash, is_known_poll(tool_name, args))
+
     def _decide(
         self,
-        stats: ScanStats,
+        verdict: Verdict,
         tool_name: str,
-        args: Any,
         args_hash: int,
         key: ScopeKey,
         tool_call_id: str | None,
     ) -> Decision:
-        """The decision for a scan the store did not call quiet: block, or record and warn."""
-        verdict = self._verdicts(stats, tool_name, args_hash, is_known_poll(tool_name, args))
+        """What a stuck verdict does: block, or record the call and warn once per multiple."""
         if verdict.level == "critical":
             self._report("block", key, tool_name, verdict)
             return Decision(True, verdict.message, verdict, None)
         self._store.append(key, tool_name, args_hash, tool_call_id)
-        if not verdict.stuck:
-            return _ALLOWED
         warning = verdict if self._first_warning(key, verdict) else None
         if warning is not None:
             self._report("warning", key, tool_name, verdict)

@@ -10,6 +10,7 @@ calls quiet never creates a Python object; anything else goes to the policy
 methods the subclass defines (``_verdict``, ``_decide``, ``_observe``).
 """
 
+cimport cython
 from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
@@ -19,12 +20,13 @@ from cpython.unicode cimport (
     PyUnicode_GET_LENGTH,
     PyUnicode_READ_CHAR,
 )
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from ._outcome_c cimport call_hash, plain_outcome
-from ._ring_c cimport RingStore, loopcore_lock
+from ._ring_c cimport RingStore, Scan, loopcore_lock
+from ._fingerprint_c cimport Encoder, enc_digest, enc_free, enc_init, enc_raw
 
-from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name
+from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name, is_known_poll
 from ._outcome_c import hash_outcome as _hash_outcome
 from ._records import NOT_STUCK
 from ._scopes import scope_key as _py_scope_key
@@ -57,6 +59,8 @@ cdef extern from *:
 cdef enum:
     # Entries of a flat args dict whose hash is remembered for the next call.
     MEMO_ENTRIES = 8
+    # Verdicts are pure functions of a scan; this many distinct ones are remembered.
+    VERDICT_CACHE_SIZE = 4096
 
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
 
@@ -183,6 +187,10 @@ cdef class _Calls:
     # (GIL builds only: replacing it must not race).
     cdef object last_key
     cdef loopcore_lock lock
+    # What the policy's ``_verdict`` answered, by a digest of the scan (the
+    # ring's name indices included, so kept for one name generation only).
+    cdef dict verdicts
+    cdef uint64_t generation
 
     def _bind_calls(self, store, enabled, alarm, unknown_alarm, normalizers, send_tools):
         self._store = store
@@ -194,10 +202,12 @@ cdef class _Calls:
         self._send_tools = frozenset(send_tools)
         self.exclusions = SPECIAL | self._send_tools | frozenset(normalizers or ())
         self.last_key = (None, None)
+        self.verdicts = {}
 
     def __dealloc__(self):
         memo_release(&self.memo)
 
+    @cython.final
     cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
         cdef Memo fresh, old
         cdef uint64_t found
@@ -236,6 +246,7 @@ cdef class _Calls:
         memo_release(&old)
         return found
 
+    @cython.final
     cdef object key_of(self, object session, object run_id):
         cdef tuple last
         if not GIL_DISABLED:
@@ -250,6 +261,7 @@ cdef class _Calls:
             self.last_key = key
         return key
 
+    @cython.final
     cdef object attach(self, object tool_name, object args, object result, object error,
                        object tool_call_id, object key):
         valid_tool(tool_name)
@@ -274,6 +286,7 @@ cdef class _Calls:
             return self.ring.attach_c(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
         return self._store.attach(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
 
+    @cython.final
     cdef bint plain(self, object tool_name, object result, object error, uint64_t *out) except -1:
         if GIL_DISABLED or tool_name is not self.plain_tool:
             if tool_name in self.exclusions:
@@ -282,18 +295,52 @@ cdef class _Calls:
                 self.plain_tool = tool_name
         return plain_outcome(result, error, out)
 
-    cdef object scan(self, object key, object tool_name, uint64_t args_hash, bint append,
-                     object tool_call_id):
-        if self.ring is not None:
-            return self.ring.scan_c(
-                key, tool_name, args_hash, self._alarm, self._unknown_alarm, append, tool_call_id
-            )
-        if append:
-            return self._store.scan_append(
-                key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
-            )
-        return self._store.scan(key, tool_name, args_hash, self._alarm, self._unknown_alarm)
+    @cython.final
+    cdef object verdict_of(self, object key, object tool_name, object args, uint64_t args_hash,
+                           bint append, object tool_call_id):
+        """NOT_STUCK for a quiet scan (appended when ``append``), else the policy's verdict."""
+        cdef Scan scan
+        if self.ring is None:
+            if append:
+                stats = self._store.scan_append(
+                    key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
+                )
+            else:
+                stats = self._store.scan(
+                    key, tool_name, args_hash, self._alarm, self._unknown_alarm
+                )
+            if stats is None:
+                return NOT_STUCK
+            return self._verdict(stats, tool_name, args, args_hash)
+        if not self.ring.scan_raw(
+            key, tool_name, args_hash, self._alarm, self._unknown_alarm, append, tool_call_id,
+            &scan,
+        ):
+            return NOT_STUCK
+        if type(tool_name) is not str:  # its own __format__ may write the message
+            return self._verdict(self.ring.stats(&scan), tool_name, args, args_hash)
+        cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
+            tool_name == "process" or tool_name == "command_status"
+        ) else 0
+        cdef Encoder enc
+        enc_init(&enc)
+        enc_raw(&enc, &scan, sizeof(Scan))
+        enc_raw(&enc, &args_hash, sizeof(args_hash))
+        enc_raw(&enc, &known_poll, 1)
+        digest = enc_digest(&enc)
+        enc_free(&enc)
+        if self.generation != self.ring.generation:
+            self.verdicts.clear()
+            self.generation = self.ring.generation
+        verdict = self.verdicts.get(digest)
+        if verdict is None:
+            verdict = self._verdict(self.ring.stats(&scan), tool_name, args, args_hash)
+            if len(self.verdicts) >= VERDICT_CACHE_SIZE:
+                self.verdicts.clear()
+            self.verdicts[digest] = verdict
+        return verdict
 
+    @cython.final
     cdef int append(self, object key, object tool_name, uint64_t args_hash,
                     object tool_call_id) except -1:
         if self.ring is not None:
@@ -301,6 +348,7 @@ cdef class _Calls:
         self._store.append(key, tool_name, args_hash, tool_call_id)
         return 0
 
+    @cython.final
     cdef void warm(self, object key) except *:
         if self.ring is not None:
             self.ring.warm(key)
@@ -317,10 +365,7 @@ cdef class DetectorCalls(_Calls):
             return NOT_STUCK
         self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
-        stats = self.scan(key, tool_name, args_hash, False, None)
-        if stats is None:
-            return NOT_STUCK
-        return self._verdict(stats, tool_name, args, args_hash)
+        return self.verdict_of(key, tool_name, args, args_hash, False, None)
 
     def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
         """Append a call (without outcome) to its scope's history."""
@@ -367,10 +412,13 @@ cdef class GuardCalls(_Calls):
         if not self._enabled:
             self.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        stats = self.scan(key, tool_name, args_hash, True, tool_call_id)
-        if stats is None:
+        verdict = self.verdict_of(key, tool_name, args, args_hash, True, tool_call_id)
+        if verdict is NOT_STUCK:
+            return self._allowed  # quiet: already appended
+        if not verdict.stuck:
+            self.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        return self._decide(stats, tool_name, args, args_hash, key, tool_call_id)
+        return self._decide(verdict, tool_name, args_hash, key, tool_call_id)
 
     def after_call(
         self,

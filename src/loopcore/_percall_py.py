@@ -5,8 +5,9 @@
 ``LoopDetector`` and ``ToolLoopGuard``: they validate the scope and names,
 hash the call and its outcome, and hand the hashes to the store. A scan that
 the store calls quiet ends the call here; anything else goes to the policy
-methods the subclass defines (``_verdict``, ``_decide``, ``_observe``), plain
-Python in ``_detector`` and ``_hook``. The compiled twin is the same path in C.
+methods the subclass defines (``_verdict``: the verdict table; ``_decide``: what
+a stuck verdict does; ``_observe``: the post-compaction guard), plain Python in
+``_detector`` and ``_hook``. The compiled twin is the same path in C.
 """
 
 from __future__ import annotations
@@ -146,11 +147,13 @@ class GuardCalls(_Calls):
         self._armed = armed
         self._allowed = allowed
 
+    def _verdict(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
+        raise NotImplementedError  # the policy subclass decides
+
     def _decide(
         self,
-        stats: ScanStats,
+        verdict: Verdict,
         tool_name: str,
-        args: Any,
         args_hash: int,
         key: ScopeKey,
         tool_call_id: str | None,
@@ -182,8 +185,12 @@ class GuardCalls(_Calls):
             key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
         )
         if stats is None:
+            return self._allowed  # quiet: already appended
+        verdict = self._verdict(stats, tool_name, args, args_hash)
+        if not verdict.stuck:
+            self._store.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        return self._decide(stats, tool_name, args, args_hash, key, tool_call_id)
+        return self._decide(verdict, tool_name, args_hash, key, tool_call_id)
 
     def after_call(
         self,

@@ -29,6 +29,22 @@ cdef struct Slot:
     int32_t row
 
 
+cdef struct Scan:
+    # Every count of one scan (``ScanStats`` in C); names are indices into
+    # the store's name table, valid while ``RingStore.generation`` is unchanged.
+    int64_t recent
+    int64_t streak
+    uint64_t reference
+    int64_t has_reference
+    int64_t unknown_streak
+    uint32_t unknown_name
+    int64_t pingpong
+    uint32_t paired_tool
+    uint64_t paired_hash
+    int64_t no_progress
+    int64_t tool_index
+
+
 cdef class RingStore:
     cdef readonly Py_ssize_t history_size
     cdef readonly Py_ssize_t max_scopes
@@ -69,6 +85,8 @@ cdef class RingStore:
     # The tool name object seen last and its index (GIL builds only).
     cdef object last_tool
     cdef int64_t last_tool_index
+    # Counts the names forgotten: a name index is only reused after it moved.
+    cdef readonly uint64_t generation
 
     # The key object whose row was found last (caller holds the lock).
     cdef object found_key
@@ -76,6 +94,11 @@ cdef class RingStore:
     cdef loopcore_lock lock
 
     cdef void warm(self, object key) except *
+    cdef bint scan_raw(
+        self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
+        int64_t unknown_alarm, bint append, object call_id, Scan *out,
+    ) except -1
+    cdef object stats(self, Scan *scan)
     cdef object scan_c(
         self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
         int64_t unknown_alarm, bint append, object call_id,
@@ -87,30 +110,3 @@ cdef class RingStore:
         self, object key, object tool_name, uint64_t args_hash, object call_id,
         uint64_t result_hash, object unknown,
     )
-
-    cdef int64_t find_name(self, object name) except -2
-    cdef int64_t intern(self, object name) except -1
-    cdef void forget_name(self, uint32_t index) noexcept
-    cdef int clear_slot(self, Py_ssize_t index) except -1
-    cdef int store_id(self, Py_ssize_t index, object call_id) except -1
-    cdef object id_of(self, Py_ssize_t index)
-    cdef bint scan_row(
-        self, Py_ssize_t row, int64_t tool_index, uint64_t args_hash, int64_t alarm,
-        int64_t unknown_alarm, void *out,
-    ) noexcept
-    cdef object stats_of(self, void *scan)
-    cdef Py_ssize_t find_row(self, object key) except -2
-    cdef Py_ssize_t lookup(self, object key) except -2
-    cdef int table_insert(self, int32_t row) except -1
-    cdef void table_delete(self, int32_t row) noexcept
-    cdef int resize_table(self, Py_ssize_t wanted) except -1
-    cdef int append_row(
-        self, object key, Py_ssize_t row, object tool_name, uint64_t args_hash,
-        object call_id, double now, uint64_t result_hash, bint has_result, object unknown,
-    ) except -1
-    cdef Py_ssize_t new_row(self, object key) except -1
-    cdef int release(self, object key, Py_ssize_t row) except -1
-    cdef void link_newest(self, int32_t row) noexcept
-    cdef void unlink(self, int32_t row) noexcept
-    cdef void touch(self, int32_t row) noexcept
-    cdef int grow(self, Py_ssize_t capacity) except -1
