@@ -6,8 +6,9 @@ names from a twin module; ``use_twin`` sets those attributes to the names of
 ``python`` leg) for the duration of a ``with`` block, and restores them after.
 A ``LoopDetector`` or ``ToolLoopGuard`` takes its per-call base and its store
 when it is constructed, and the Python twins hash through the chooser at call
-time, so build it AND time it inside the block. The compiled twins are imported directly: a missing build
-raises ImportError (the leg fails, it never falls back to the Python twin).
+time, so build it AND time it inside the block. The compiled twins are imported
+directly: a missing build raises ImportError (the leg fails, it never falls back
+to the Python twin).
 The ``baseline`` leg does not use loopcore, and patches nothing.
 """
 
