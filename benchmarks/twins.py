@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from loopcore import _fingerprint, _outcome, _percall, _ring
+from loopcore import _twins as twins
 
 __all__ = ["LEGS", "TWINS", "twin_module", "use_twin"]
 
@@ -28,44 +28,22 @@ LEGS = ("compiled", "python", "baseline")
 #: The legs that are loopcore twins.
 TWINS = ("compiled", "python")
 
-_SUFFIX = {"compiled": "c", "python": "py"}
-_CHOOSERS = (
-    (_fingerprint, "fingerprint"),
-    (_outcome, "outcome"),
-    (_ring, "ring"),
-    (_percall, "percall"),
-)
+_TWIN = {"compiled": "cython", "python": "python"}
 
 
 def twin_module(component: str, twin: str) -> ModuleType:
     """``loopcore._<component>_c`` or ``_py``, imported directly (no fallback)."""
-    return importlib.import_module(f"loopcore._{component}_{_SUFFIX[twin]}")
+    suffix = {"compiled": "c", "python": "py"}[twin]
+    return importlib.import_module(f"loopcore._{component}_{suffix}")
 
 
 @contextmanager
 def use_twin(leg: str) -> Iterator[None]:
-    """Point both chooser modules at one twin for the ``with`` block (baseline: no-op)."""
+    """Point every chooser module at one twin for the ``with`` block (baseline: no-op)."""
     if leg == "baseline":
         yield
         return
-    if leg not in _SUFFIX:
+    if leg not in _TWIN:
         raise ValueError(f"unknown leg {leg!r}; expected one of {LEGS}")
-    modules = [(chooser, twin_module(component, leg)) for chooser, component in _CHOOSERS]
-    saved = [
-        (chooser, {name: getattr(chooser, name) for name in _names(chooser, module)})
-        for chooser, module in modules
-    ]
-    try:
-        for chooser, module in modules:
-            for name in _names(chooser, module):
-                setattr(chooser, name, getattr(module, name))
+    with twins.use_twin(_TWIN[leg]):
         yield
-    finally:
-        for chooser, attrs in saved:
-            for name, value in attrs.items():
-                setattr(chooser, name, value)
-
-
-def _names(chooser: ModuleType, module: ModuleType) -> list[str]:
-    """The chooser's names that the twin provides (``_percall.new`` is the chooser's own)."""
-    return [name for name in chooser.__all__ if hasattr(module, name)]

@@ -15,12 +15,11 @@ import importlib
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from loopcore import _fingerprint, _outcome, _percall, _ring
+from loopcore._twins import COMPONENTS, use_twin
 
 settings.register_profile(
     "default",
@@ -33,18 +32,12 @@ settings.load_profile(os.environ.get("LOOPCORE_HYPOTHESIS_PROFILE", "default"))
 EXTENSIONS_DISABLED = bool(os.environ.get("LOOPCORE_NO_EXTENSIONS"))
 EXTENSIONS_EXPECTED = os.environ.get("LOOPCORE_EXPECT_EXTENSIONS") == "1"
 
-#: Every chooser module and the component name of its twins (``_<name>_py`` / ``_c``).
-CHOOSERS = (
-    (_fingerprint, "fingerprint"),
-    (_outcome, "outcome"),
-    (_ring, "ring"),
-    (_percall, "percall"),
-)
+__all__ = ["EXTENSIONS_DISABLED", "EXTENSIONS_EXPECTED", "TWINS", "loopcore_records", "use_twin"]
 
 
 def compiled_present() -> bool:
     try:
-        for _, component in CHOOSERS:
+        for component in COMPONENTS:
             importlib.import_module(f"loopcore._{component}_c")
     except ImportError:
         return False
@@ -54,20 +47,6 @@ def compiled_present() -> bool:
 TWINS = ["python"]
 if not EXTENSIONS_DISABLED and (EXTENSIONS_EXPECTED or compiled_present()):
     TWINS.append("cython")
-
-_SUFFIX = {"python": "py", "cython": "c"}
-
-
-@contextmanager
-def use_twin(name: str) -> Iterator[str]:
-    """Point every chooser module at one twin inside the block (imported directly)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for chooser, component in CHOOSERS:
-            module = importlib.import_module(f"loopcore._{component}_{_SUFFIX[name]}")
-            for attr in chooser.__all__:
-                if hasattr(module, attr):
-                    patch.setattr(chooser, attr, getattr(module, attr))
-        yield name
 
 
 @pytest.fixture(params=TWINS, scope="session")

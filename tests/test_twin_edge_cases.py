@@ -38,9 +38,6 @@ class Session:
         return hash(self.n)
 
 
-_SUFFIX = {"python": "py", "cython": "c"}
-
-
 def run_scenario(twin: str, body: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
     """Run ``body`` with ``make()`` building a LoopDetector on the twin's store."""
     prelude = textwrap.dedent(
@@ -48,17 +45,11 @@ def run_scenario(twin: str, body: str, timeout: float = 20) -> subprocess.Comple
         import sys
         from unittest import mock
         import importlib
-        from loopcore import LoopDetector, _fingerprint, _outcome, _percall, _ring
+        from loopcore import LoopDetector
+        from loopcore._twins import use_twin
         def make(config={{"enabled": True}}, **kwargs):
-            with mock.patch.multiple(_percall, **vars_of(_percall, "percall")), mock.patch.multiple(
-                _ring, **vars_of(_ring, "ring")
-            ), mock.patch.multiple(_outcome, **vars_of(_outcome, "outcome")), mock.patch.multiple(
-                _fingerprint, **vars_of(_fingerprint, "fingerprint")
-            ):
+            with use_twin({twin!r}):
                 return LoopDetector(config, **kwargs)
-        def vars_of(chooser, component):
-            module = importlib.import_module(f"loopcore._{{component}}_{_SUFFIX[twin]}")
-            return {{n: getattr(module, n) for n in chooser.__all__ if hasattr(module, n)}}
         """
     )
     return subprocess.run(

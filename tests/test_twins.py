@@ -8,6 +8,7 @@ reuse, LRU eviction, the name side table) is checked directly below.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from hypothesis.stateful import (
 
 from loopcore import LoopDetector, ToolLoopGuard, _ring_py
 from loopcore._config import DetectorSwitches, LoopDetectionConfig
+from loopcore._twins import COMPONENTS
 
 from .conftest import TWINS, use_twin
 
@@ -414,3 +416,17 @@ def test_instances_take_their_per_call_methods_and_store_from_the_twin_in_force(
     assert isinstance(detector, LoopDetector)
     assert isinstance(guard, ToolLoopGuard)
     assert guard.detector.store is guard._store  # one store, shared
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_each_compiled_module_has_a_python_twin_with_the_same_public_names(
+    component: str,
+) -> None:
+    compiled = importlib.import_module(f"loopcore._{component}_c")
+    python = importlib.import_module(f"loopcore._{component}_py")
+    assert set(compiled.__all__) == set(python.__all__)
+    for name in python.__all__:
+        assert hasattr(compiled, name), name
+        assert hasattr(python, name), name
+    assert compiled.IMPLEMENTATION == "cython"
+    assert python.IMPLEMENTATION == "python"

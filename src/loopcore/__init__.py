@@ -23,7 +23,7 @@ from ._hook import Decision, LoopEvent, ToolLoopBlocked, ToolLoopGuard
 from ._outcome import UNSET, hash_call, hash_outcome
 
 if TYPE_CHECKING:
-    from .batch import scan
+    from .batch import scan as scan
 
 __all__ = [
     "IMPLEMENTATION",
@@ -47,7 +47,6 @@ __all__ = [
     "hash_outcome",
     "load_config",
     "resolve_config",
-    "scan",
 ]
 
 __version__ = "0.1.0"

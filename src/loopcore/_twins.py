@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-__all__ = ["choose", "load"]
+__all__ = ["COMPONENTS", "choose", "load", "use_twin"]
 
 
 def load(component: str) -> ModuleType:
@@ -31,3 +32,34 @@ def choose(component: str, names: Iterable[str]) -> dict[str, Any]:
     """The chosen twin's values of ``names``, for a chooser's globals."""
     module = load(component)
     return {name: getattr(module, name) for name in names}
+
+
+#: The twinned components, each with a chooser ``_<name>`` and twins ``_<name>_py`` / ``_c``.
+COMPONENTS = ("fingerprint", "outcome", "ring", "percall")
+_SUFFIX = {"python": "py", "cython": "c"}
+
+
+@contextmanager
+def use_twin(name: str) -> Iterator[str]:
+    """Point every chooser at one twin (``"python"`` or ``"cython"``) inside the block.
+
+    For the test suite and the benchmarks: instances made inside the block keep
+    the twin's per-call base and store after it. The twins are imported
+    directly, so a compiled twin that was not built raises ImportError.
+    """
+    suffix = _SUFFIX[name]
+    saved: list[tuple[ModuleType, dict[str, Any]]] = []
+    try:
+        for component in COMPONENTS:
+            chooser = importlib.import_module(f"loopcore._{component}")
+            twin = importlib.import_module(f"loopcore._{component}_{suffix}")
+            # A chooser's own helpers (``_percall.new``) are not the twin's.
+            names = [n for n in chooser.__all__ if hasattr(twin, n)]
+            saved.append((chooser, {n: getattr(chooser, n) for n in names}))
+            for n in names:
+                setattr(chooser, n, getattr(twin, n))
+        yield name
+    finally:
+        for chooser, values in reversed(saved):
+            for n, value in values.items():
+                setattr(chooser, n, value)
