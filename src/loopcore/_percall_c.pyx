@@ -318,7 +318,10 @@ cdef class _Calls:
         ):
             return NOT_STUCK
         if type(tool_name) is not str:  # its own __format__ may write the message
-            return self._verdict(self.ring.stats(&scan), tool_name, args, args_hash)
+            stats = self.ring.stats(&scan)
+            if stats is None:  # a name moved meanwhile (another thread): scan again
+                return self.verdict_of(key, tool_name, args, args_hash, append, tool_call_id)
+            return self._verdict(stats, tool_name, args, args_hash)
         cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
             tool_name == "process" or tool_name == "command_status"
         ) else 0
@@ -334,7 +337,10 @@ cdef class _Calls:
             self.generation = self.ring.generation
         verdict = self.verdicts.get(digest)
         if verdict is None:
-            verdict = self._verdict(self.ring.stats(&scan), tool_name, args, args_hash)
+            stats = self.ring.stats(&scan)
+            if stats is None:  # a name moved meanwhile (another thread): scan again
+                return self.verdict_of(key, tool_name, args, args_hash, append, tool_call_id)
+            verdict = self._verdict(stats, tool_name, args, args_hash)
             if len(self.verdicts) >= VERDICT_CACHE_SIZE:
                 self.verdicts.clear()
             self.verdicts[digest] = verdict

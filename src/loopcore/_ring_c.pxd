@@ -43,6 +43,8 @@ cdef struct Scan:
     uint64_t paired_hash
     int64_t no_progress
     int64_t tool_index
+    # The name generation the indices belong to.
+    uint64_t generation
 
 
 cdef class RingStore:

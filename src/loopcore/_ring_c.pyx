@@ -372,6 +372,7 @@ cdef class RingStore:
             else:
                 alarmed = row_scan(self, row, tool_index, args_hash, alarm, unknown_alarm, out)
             out.tool_index = tool_index
+            out.generation = self.generation
             if append and not alarmed:
                 row_append(self, key, row, tool_name, args_hash, call_id, now, 0, False, None)
             return alarmed
@@ -379,9 +380,11 @@ cdef class RingStore:
             release(&self.lock)
 
     cdef object stats(self, Scan *scan):
-        """The ``ScanStats`` of a scan made under the same name generation."""
+        """The scan's ``ScanStats``, or None when a name it refers to was forgotten since."""
         acquire(&self.lock)
         try:
+            if scan.generation != self.generation:
+                return None
             return scan_stats(self, scan)
         finally:
             release(&self.lock)
@@ -391,10 +394,12 @@ cdef class RingStore:
         int64_t unknown_alarm, bint append, object call_id,
     ):
         cdef Scan scan
-        if self.scan_raw(
+        while self.scan_raw(
             key, tool_name, args_hash, alarm, unknown_alarm, append, call_id, &scan
         ):
-            return self.stats(&scan)
+            stats = self.stats(&scan)
+            if stats is not None:
+                return stats
         return None
 
     cdef int append_c(
