@@ -1,0 +1,68 @@
+# How is a value with no exact-type fast path encoded? (included by _fingerprint_c.pyx)
+#
+# Dataclasses, ``model_dump()`` objects and reprs with their addresses stripped
+# are the reference's own code, called from here, so they cannot drift from
+# the Python twin; this file keeps the reference's order of checks and catches
+# what the reference would raise.
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+
+cdef extern from "Python.h":
+    # Subclass checks on the borrowed pointer, without a temporary reference.
+    bint lc_is_str "PyUnicode_Check"(PyObject *o) noexcept
+    bint lc_is_int "PyLong_Check"(PyObject *o) noexcept
+    bint lc_is_float "PyFloat_Check"(PyObject *o) noexcept
+
+
+# The reference's helpers, for the types this module does not encode itself.
+cdef object _children = _ref._children
+cdef object _leaf = _ref._leaf
+cdef object _opaque = _ref._opaque
+# Used only if even the reference's ``_opaque`` raises (say a str subclass
+# whose ``encode`` raises came back from ``repr``): encoding must not raise.
+cdef bytes _LAST_RESORT = b"r" + _ref._str("?") + _ref._str("<repr failed>")
+
+
+cdef int _put_leaf(Encoder *enc, object value) except -1:
+    # Only for types the reference's _leaf handles beyond the fast paths
+    # (memoryview, exceptions, opaque objects, bytes subclasses).
+    cdef object data
+    try:
+        data = _leaf(value)
+    except Exception:
+        # The reference raises here (an object whose __class__ claims to be a
+        # str, say); encode it as the opaque object it really is.
+        try:
+            data = _opaque(value)
+        except Exception:
+            data = _LAST_RESORT
+    if type(data) is not bytes:
+        data = _LAST_RESORT
+    return enc_raw(enc, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+cdef int _encode_other(Walk *w, PyObject *v, int depth, PathNode *path) except -1:
+    """Every type without an exact fast path, in the reference's order of checks."""
+    cdef object value
+    cdef object shape
+    if lc_is_str(v):
+        return _put_str(w.enc, v)
+    if lc_is_int(v):
+        return _put_int(w.enc, v, False)
+    if lc_is_float(v):
+        return _put_float_subclass(w.enc, v)
+    if _on_path(path, v):
+        return _put_tag(w.enc, c'C')
+    value = <object>v
+    try:
+        shape = _children(value, None)
+    except Exception:
+        shape = None
+    if shape is None:
+        return _put_leaf(w.enc, value)
+    # After _children, as in the reference: its side effects (model_dump)
+    # and its failures (leaf form) happen at the limit too.
+    if depth >= _MAX_DEPTH:
+        return _put_tag(w.enc, c'D')
+    return _encode_flat(w, v, shape[0], shape[1], depth, path)

@@ -1,0 +1,125 @@
+# In what order are dict entries and set elements written? (included by _fingerprint_c.pyx)
+#
+# The reference sorts the encoded entries as bytes, an order that exists for
+# any mix of key types; this twin sorts the same bytes, in its output buffer.
+
+from libc.stdint cimport uint64_t
+from libc.stdlib cimport qsort
+from libc.string cimport memcmp, memcpy
+
+
+cdef extern from *:
+    """
+    /* Do compact-ASCII str keys ``a`` and ``b`` encode in this order? Their
+       encodings are 's', the 8-byte little-endian length, then the bytes, so
+       they compare as that length's bytes, low byte first, then the text. */
+    static inline int lc_ascii_key_before(PyObject *a, PyObject *b) {
+        Py_ssize_t la = PyUnicode_GET_LENGTH(a), lb = PyUnicode_GET_LENGTH(b);
+        if (la != lb) {
+            size_t x = (size_t)la, y = (size_t)lb;
+            while ((x & 0xFF) == (y & 0xFF)) {
+                x >>= 8;
+                y >>= 8;
+            }
+            return (x & 0xFF) < (y & 0xFF);
+        }
+        return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)la) < 0;
+    }
+
+    static inline int lc_is_ascii_str(PyObject *o) {
+        return PyUnicode_CheckExact(o) && PyUnicode_IS_COMPACT_ASCII(o);
+    }
+    """
+    bint lc_ascii_key_before(PyObject *a, PyObject *b) noexcept
+    bint lc_is_ascii_str(PyObject *o) noexcept
+
+
+cdef enum:
+    # Below this, insertion sort beats qsort's call-per-compare.
+    _SMALL_SORT = 16
+
+
+cdef inline int _span_cmp(const Span *a, const Span *b) noexcept nogil:
+    # Python's bytes order: bytewise, then the shorter prefix first.
+    cdef Py_ssize_t n = a.len if a.len < b.len else b.len
+    cdef int r = memcmp(a.p, b.p, <size_t>n)
+    if r != 0:
+        return r
+    return (a.len > b.len) - (a.len < b.len)
+
+
+cdef int _span_qcmp(const void *a, const void *b) noexcept nogil:
+    return _span_cmp(<const Span *>a, <const Span *>b)
+
+
+cdef int _sort_entries(Walk *w, Py_ssize_t base, Py_ssize_t n) except -1:
+    """Put the last ``n`` entries written (spans from ``base``) in byte order."""
+    cdef Encoder *enc = w.enc
+    cdef Span *spans = w.spans + base
+    cdef Span tmp
+    cdef Py_ssize_t i, j, start, end, region
+    cdef unsigned char *out
+    cdef bint ordered = True
+    if n < 2:
+        return 0
+    end = enc.size
+    for i in range(n):
+        spans[i].len = (spans[i + 1].off if i + 1 < n else end) - spans[i].off
+        spans[i].p = enc.data + spans[i].off
+        if ordered and i and _span_cmp(&spans[i - 1], &spans[i]) > 0:
+            ordered = False
+    if ordered:
+        return 0
+    # The entries are sorted into the free space past the end, then moved
+    # back: the buffer is the scratch space, so no other allocation.
+    start = spans[0].off
+    region = end - start
+    _reserve(enc, region)
+    for i in range(n):
+        spans[i].p = enc.data + spans[i].off
+    if n <= _SMALL_SORT:
+        for i in range(1, n):
+            tmp = spans[i]
+            j = i
+            while j > 0 and _span_cmp(&spans[j - 1], &tmp) > 0:
+                spans[j] = spans[j - 1]
+                j -= 1
+            spans[j] = tmp
+    else:
+        qsort(spans, <size_t>n, sizeof(Span), _span_qcmp)
+    out = enc.data + end
+    for i in range(n):
+        memcpy(out, spans[i].p, <size_t>spans[i].len)
+        out += spans[i].len
+    memcpy(enc.data + start, enc.data + end, <size_t>region)
+    return 0
+
+
+cdef int _encode_ascii_keyed(
+    Walk *w, Py_ssize_t base, Py_ssize_t n, int depth, PathNode *node
+) except -1:
+    """A small dict whose keys are all ASCII str: put the entries in order first.
+
+    Distinct keys encode distinctly, so ordering the keys orders the entries,
+    and they can be written in place: no spans, no copying. Returns 0 (nothing
+    written) when a key is not ASCII str.
+    """
+    cdef int order[_SMALL_SORT]
+    cdef Py_ssize_t i, j
+    cdef int tmp
+    cdef PyObject **refs = w.refs + base
+    for i in range(n):
+        if not lc_is_ascii_str(refs[2 * i]):
+            return 0
+        tmp = <int>i
+        j = i
+        while j > 0 and lc_ascii_key_before(refs[2 * tmp], refs[2 * order[j - 1]]):
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = tmp
+    _put_head(w.enc, c'd', <uint64_t>n)
+    for i in range(n):
+        # w.refs may move while a value pushes its own: index it afresh.
+        _put_str(w.enc, w.refs[base + 2 * order[i]])
+        _item(w, w.refs[base + 2 * order[i] + 1], depth + 1, node)
+    return 1

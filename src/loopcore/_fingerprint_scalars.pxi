@@ -1,0 +1,196 @@
+# How is a str, bytes, int or float written into the encoder? (included by _fingerprint_c.pyx)
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.number cimport PyNumber_Float
+from libc.math cimport INFINITY, floor
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+
+cdef extern from *:
+    """
+    /* A bytearray's bytes into ``out``, or -1 when it holds more than ``cap``:
+       another thread may resize it (free-threaded build) between the size
+       check and the copy. */
+    static Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) {
+        Py_ssize_t n = -1;
+        LC_BEGIN_CS(b);
+        if (PyByteArray_GET_SIZE(b) <= cap) {
+            n = PyByteArray_GET_SIZE(b);
+            if (n)
+                memcpy(out, PyByteArray_AS_STRING(b), (size_t)n);
+        }
+        LC_END_CS();
+        return n;
+    }
+
+    /* Before 3.12 a str made through the deprecated wchar APIs may not have
+       its canonical (kind, data) form yet. */
+    static inline int lc_unicode_ready(PyObject *s) {
+    #if PY_VERSION_HEX < 0x030C0000
+        return PyUnicode_READY(s);
+    #else
+        (void)s;
+        return 0;
+    #endif
+    }
+    """
+    Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) noexcept
+    int lc_unicode_ready(PyObject *s) except -1
+
+
+cdef extern from "Python.h":
+    # Declared on PyObject* so the hot path never makes temporary references.
+    Py_ssize_t lc_ulen "PyUnicode_GET_LENGTH"(PyObject *o) noexcept
+    int lc_ukind "PyUnicode_KIND"(PyObject *o) noexcept
+    void *lc_udata "PyUnicode_DATA"(PyObject *o) noexcept
+    bint lc_uascii "PyUnicode_IS_ASCII"(PyObject *o) noexcept
+    int PyUnicode_1BYTE_KIND
+    int PyUnicode_2BYTE_KIND
+    long long lc_as_longlong "PyLong_AsLongLongAndOverflow"(PyObject *o, int *overflow) except? -1
+    double lc_fval "PyFloat_AS_DOUBLE"(PyObject *o) noexcept
+    Py_ssize_t lc_bytearray_len "PyByteArray_GET_SIZE"(PyObject *o) noexcept
+    object PyLong_FromDouble(double v)
+
+
+# The reference's own int encoding and index protocol, for the ints that
+# int64 cannot hold and for int subclasses.
+cdef object _py_int = _ref._int
+cdef object _int_index = int.__index__
+
+
+cdef inline int _put_bytes(Encoder *enc, const char *data, Py_ssize_t n) except -1:
+    _put_head(enc, c'b', <uint64_t>n)
+    return enc_raw(enc, data, n)
+
+
+cdef int _put_bytearray(Encoder *enc, PyObject *v) except -1:
+    cdef Py_ssize_t n
+    while True:
+        _reserve(enc, 9 + lc_bytearray_len(v))
+        n = lc_bytearray_copy(v, enc.data + enc.size + 9, enc.capacity - enc.size - 9)
+        if n >= 0:
+            break
+    enc.data[enc.size] = c'b'
+    _put_u64(enc.data + enc.size + 1, <uint64_t>n)
+    enc.size += 9 + n
+    return 0
+
+
+ctypedef fused code_unit:
+    uint8_t
+    uint16_t
+    uint32_t
+
+
+cdef Py_ssize_t _utf8(const code_unit *s, Py_ssize_t n, unsigned char *o) noexcept nogil:
+    # One loop per storage kind (the compiler drops the branches a kind cannot
+    # reach). Surrogates get the plain 3-byte form, which is what
+    # "surrogatepass" gives.
+    cdef Py_ssize_t i, j = 0
+    cdef uint32_t c
+    for i in range(n):
+        c = s[i]
+        if c < 0x80:
+            o[j] = <unsigned char>c
+            j += 1
+        elif c < 0x800:
+            o[j] = <unsigned char>(0xC0 | (c >> 6))
+            o[j + 1] = <unsigned char>(0x80 | (c & 0x3F))
+            j += 2
+        elif c < 0x10000:
+            o[j] = <unsigned char>(0xE0 | (c >> 12))
+            o[j + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
+            o[j + 2] = <unsigned char>(0x80 | (c & 0x3F))
+            j += 3
+        else:
+            o[j] = <unsigned char>(0xF0 | (c >> 18))
+            o[j + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
+            o[j + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
+            o[j + 3] = <unsigned char>(0x80 | (c & 0x3F))
+            j += 4
+    return j
+
+
+cdef int _put_str(Encoder *enc, PyObject *s) except -1:
+    # UTF-8 straight from the str's own storage: no intermediate bytes, no
+    # UTF-8 copy cached on the str, and lone surrogates need no error path.
+    cdef Py_ssize_t n, worst, written
+    cdef int kind
+    cdef const void *data
+    cdef unsigned char *out
+    lc_unicode_ready(s)
+    n = lc_ulen(s)
+    data = lc_udata(s)
+    if lc_uascii(s):
+        _put_head(enc, c's', <uint64_t>n)
+        return enc_raw(enc, data, n)
+    kind = lc_ukind(s)
+    worst = 2 if kind == PyUnicode_1BYTE_KIND else 3 if kind == PyUnicode_2BYTE_KIND else 4
+    if n > (PY_SSIZE_T_MAX - 9) // worst:
+        raise MemoryError()
+    _reserve(enc, 9 + n * worst)
+    out = enc.data + enc.size + 9
+    if kind == PyUnicode_1BYTE_KIND:
+        written = _utf8(<const uint8_t *>data, n, out)
+    elif kind == PyUnicode_2BYTE_KIND:
+        written = _utf8(<const uint16_t *>data, n, out)
+    else:
+        written = _utf8(<const uint32_t *>data, n, out)
+    enc.data[enc.size] = c's'
+    _put_u64(enc.data + enc.size + 1, <uint64_t>written)
+    enc.size += 9 + written
+    return 0
+
+
+cdef int _put_big_int(Encoder *enc, object exact) except -1:
+    # Rare: beyond int64. The reference's own _int gives the minimal two's
+    # complement without the int-to-decimal digit limit.
+    cdef bytes data = _py_int(exact)
+    return enc_raw(enc, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+cdef inline int _put_i64(Encoder *enc, int64_t x) except -1:
+    return _put_head(enc, c'i', <uint64_t>x)
+
+
+cdef int _put_int(Encoder *enc, PyObject *v, bint exact) except -1:
+    # A real int subclass (IntEnum, ...) is read from its own digits, as
+    # int.__index__ does in the reference; its methods are never called.
+    cdef int overflow = 0
+    cdef long long x = lc_as_longlong(v, &overflow)
+    if overflow == 0:
+        return _put_i64(enc, <int64_t>x)
+    return _put_big_int(enc, <object>v if exact else _int_index(<object>v))
+
+
+cdef int _put_float(Encoder *enc, double x) except -1:
+    cdef uint64_t bits
+    if x != x:
+        return _put_tag(enc, c'n')
+    if x == INFINITY:
+        return _put_tag(enc, c'+')
+    if x == -INFINITY:
+        return _put_tag(enc, c'-')
+    if x == floor(x):
+        # An integral float encodes as the int it equals; 2**63 itself is
+        # outside int64, hence the half-open range.
+        if -9223372036854775808.0 <= x < 9223372036854775808.0:
+            return _put_i64(enc, <int64_t>x)
+        return _put_big_int(enc, PyLong_FromDouble(x))
+    memcpy(&bits, &x, 8)
+    return _put_head(enc, c'f', bits)
+
+
+cdef int _put_float_subclass(Encoder *enc, PyObject *v) except -1:
+    # The reference calls float(value), which runs an overriding __float__.
+    # Where that raises the reference raises too; this twin must not, so it
+    # falls back to the stored value.
+    cdef double x
+    cdef object exact
+    try:
+        exact = PyNumber_Float(<object>v)
+        x = lc_fval(<PyObject *>exact)
+    except Exception:
+        x = lc_fval(v)
+    return _put_float(enc, x)
