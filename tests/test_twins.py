@@ -308,11 +308,43 @@ def test_ended_runs_give_their_rows_back() -> None:
 
 def test_ring_slot_bytes_match_the_layout() -> None:
     # Four 8-byte columns (args, result, call-id hashes, timestamp), two 4-byte name
-    # indices, flags, the inline call id's length and its 32 bytes.
+    # indices and flags per record; the inline call id (a length byte and 32 bytes)
+    # only in rows that hold one.
     det = compiled_detector(historySize=30)
     store = det._store
-    assert store.slot_bytes == 4 * 8 + 2 * 4 + 1 + 1 + 32
+    assert store.slot_bytes == 4 * 8 + 2 * 4 + 1
+    assert store.id_bytes == 1 + 32
     assert store.capacity == 8
+    assert store.allocated_bytes == 0  # no scope, no row block
+
+
+def test_a_scope_costs_memory_in_proportion_to_the_records_it_holds() -> None:
+    small = compiled_detector(historySize=30, max_scopes=30_000)
+    large = compiled_detector(historySize=1000, max_scopes=30_000)
+    for det in (small, large):
+        for n in range(20_000):
+            det.record_call("read", {"n": n}, run_id=f"run{n}")
+    assert large._store.allocated_bytes <= 2 * small._store.allocated_bytes
+    assert small._store.allocated_bytes == 20_000 * 4 * 41  # the first block holds 4 records
+    # Call ids add their bytes only to the rows that hold one.
+    large.record_call("read", {}, "call_1", run_id="run0")
+    assert large._store.allocated_bytes == 20_000 * 4 * 41 + 4 * 33
+
+
+@pytest.mark.parametrize("calls", [1, 4, 5, 37, 64, 65, 300])
+def test_a_growing_row_keeps_its_records_in_order(calls: int) -> None:
+    det = compiled_detector(historySize=64)
+    ids = [f"call_{n:024d}" if n % 3 else None for n in range(calls)]
+    for n, call_id in enumerate(ids):
+        det.record_call("read", {"n": n}, call_id, run_id="r")
+        if n % 5 == 0:
+            det.record_outcome("read", {"n": n}, result=n, tool_call_id=call_id, run_id="r")
+    kept = det.history(run_id="r")
+    assert [r.tool_call_id for r in kept] == ids[-64:]
+    assert [r.result_hash is not None for r in kept] == [n % 5 == 0 for n in range(calls)][-64:]
+    assert det._store.allocated_bytes == min(64, max(4, 1 << (calls - 1).bit_length())) * (
+        41 + 33 * (calls > 1)
+    )
 
 
 def test_least_recently_used_scope_is_evicted_at_the_cap() -> None:

@@ -20,6 +20,12 @@ cdef struct RowMeta:
     int64_t key_hash
     PyObject *session
     PyObject *run_id
+    # The row's records, allocated on demand and grown up to ``history_size``:
+    # ``block`` holds the columns for ``cap`` records (see ``Cols``), ``ids``
+    # the inline call ids once the row has one.
+    char *block
+    char *ids
+    int32_t cap
 
 
 cdef struct Slot:
@@ -53,18 +59,11 @@ cdef class RingStore:
     cdef readonly Py_ssize_t capacity
     cdef Py_ssize_t live
 
-    # The slab: one row of ``history_size`` records per scope, column by column.
-    cdef uint64_t *args
-    cdef uint64_t *result
-    cdef uint64_t *call_id
-    cdef double *ts
-    cdef uint32_t *tool
-    cdef uint32_t *unknown
-    cdef uint8_t *flag
-    cdef uint8_t *id_len
-    cdef char *ids
-    # Call ids too long to keep inline, by slab index.
+    # Call ids too long to keep inline, by ``row * history_size + slot``.
     cdef dict long_ids
+    # Objects released under the lock, dropped once it is released (their
+    # finalisers may call back into the store).
+    cdef list dead
 
     cdef RowMeta *meta
     cdef int32_t *free_rows

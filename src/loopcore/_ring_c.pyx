@@ -20,7 +20,7 @@ built; the store never hashes values or decides verdicts.
 """
 
 cimport cython
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_RawFree, PyMem_RawMalloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.time cimport time as wall_clock
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -67,6 +67,11 @@ cdef extern from "_lock.h":
     void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
     void release "loopcore_lock_release" (loopcore_lock *lock)
 
+cdef extern from "Python.h":
+    # 3.10+: switch the cyclic collector off and on; both return the previous state.
+    int PyGC_Enable() noexcept
+    int PyGC_Disable() noexcept
+
 # The reference scan over a Python list of records: the Python twin's.
 from ._ring_py import scan_window
 
@@ -81,6 +86,8 @@ cdef enum:
     # Inline bytes of a call id: OpenAI's and Anthropic's ids fit.
     ID_BYTES = 32
     NO_NAME = 0xFFFFFFFF
+    # Bytes of one record in a row's block: four 8-byte columns, two 4-byte, flags.
+    RECORD_BYTES = 4 * 8 + 2 * 4 + 1
 
 cdef extern from *:
     """
@@ -186,6 +193,38 @@ include "_ring_scan.pxi"
 include "_ring_rows.pxi"
 
 
+cdef void *checked_raw_malloc(size_t count, size_t size) except NULL:
+    # Row blocks come from the raw allocator: no GIL needed, never a collection.
+    if size and count > (<size_t>-1) // size // 2:
+        raise MemoryError()
+    cdef void *block = PyMem_RawMalloc(count * size if count else 1)
+    if block == NULL:
+        raise MemoryError()
+    return block
+
+
+cdef inline int64_t key_hash_of(RingStore self, object key) except? -1:
+    """``scope_hash(key)``, taken before the lock; the row found last already has it."""
+    if not GIL_DISABLED and key is self.found_key:
+        return self.meta[self.found_row].key_hash
+    return scope_hash(<tuple>key)
+
+
+cdef inline int enter(RingStore self) noexcept:
+    """Take the lock; no collection runs until ``leave`` (a finaliser could call back in)."""
+    acquire(&self.lock)
+    return PyGC_Disable()
+
+
+cdef inline void leave(RingStore self, int gc_was) noexcept:
+    """Release the lock, then drop what was released under it (finalisers may run)."""
+    dead = self.dead
+    self.dead = None
+    if gc_was:
+        PyGC_Enable()
+    release(&self.lock)
+
+
 @cython.final
 cdef class RingStore:
     """Per-scope rings of the last ``history_size`` records, at most ``max_scopes`` scopes."""
@@ -216,15 +255,10 @@ cdef class RingStore:
         resize_table(self, 16)
 
     def __dealloc__(self):
-        PyMem_Free(self.args)
-        PyMem_Free(self.result)
-        PyMem_Free(self.call_id)
-        PyMem_Free(self.ts)
-        PyMem_Free(self.tool)
-        PyMem_Free(self.unknown)
-        PyMem_Free(self.flag)
-        PyMem_Free(self.id_len)
-        PyMem_Free(self.ids)
+        cdef Py_ssize_t row
+        for row in range(self.capacity):
+            PyMem_RawFree(self.meta[row].block)
+            PyMem_RawFree(self.meta[row].ids)
         PyMem_Free(self.meta)
         PyMem_Free(self.free_rows)
         PyMem_Free(self.slots)
@@ -253,69 +287,99 @@ cdef class RingStore:
 
     def history(self, key):
         """The scope's records, oldest first."""
-        cdef Py_ssize_t row, slot, index, _n, count
+        cdef Py_ssize_t row, slot, _n, count
+        cdef Cols c
+        cdef int64_t key_hash = key_hash_of(self, key)
         out = []
-        acquire(&self.lock)
+        cdef int gc_was = enter(self)
         try:
-            row = row_find(self, key)
+            row = row_find(self, key, key_hash)
             if row < 0:
                 return out
+            cols_of(&self.meta[row], &c)
             count = self.meta[row].fill
             slot = self.meta[row].head - count
             if slot < 0:
                 slot += self.history_size
             for _n in range(count):
-                index = row * self.history_size + slot
                 out.append(
                     make_record(
-                        self.names[self.tool[index]],
-                        self.args[index],
-                        slot_id(self, index),
+                        self.names[c.tool[slot]],
+                        c.args[slot],
+                        slot_id(self, row, slot),
                         key,
-                        self.ts[index],
-                        self.result[index],
-                        self.flag[index] & HAS_RESULT,
-                        self.names[self.unknown[index]] if self.flag[index] & HAS_UNKNOWN else None,
+                        c.ts[slot],
+                        c.result[slot],
+                        c.flag[slot] & HAS_RESULT,
+                        self.names[c.unknown[slot]] if c.flag[slot] & HAS_UNKNOWN else None,
                     )
                 )
                 slot = slot + 1 if slot + 1 < self.history_size else 0
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
         return out
 
     def drop(self, key):
         cdef Py_ssize_t row
-        acquire(&self.lock)
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef int gc_was = enter(self)
         try:
-            row = row_lookup(self, key)
+            row = row_lookup(self, key, key_hash)
             if row < 0:
                 return False
             free_row(self, key, row)
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
         return True
 
     def drop_session(self, session):
         cdef Py_ssize_t dropped = 0, row
-        acquire(&self.lock)
+        cdef int gc_was = enter(self)
         try:
             entry = self.by_session.get(session)
-            if entry is None:
-                return 0
-            keys = list(entry) if type(entry) is set else [entry]
-            for key in keys:
-                row = row_lookup(self, key)
-                if row >= 0:  # always, unless a key's hash changed since it was stored
+        finally:
+            leave(self, gc_was)
+        if entry is None:
+            return 0
+        keys = list(entry) if type(entry) is set else [entry]
+        # The stored keys' hashes are taken with the lock released.
+        hashes = [scope_hash(<tuple>key) for key in keys]
+        gc_was = enter(self)
+        try:
+            for key, key_hash in zip(keys, hashes):
+                row = row_lookup(self, key, key_hash)
+                # Still that very key: the scope may have gone meanwhile.
+                if row >= 0 and self.row_keys[row] is key:
                     free_row(self, key, row)
                     dropped += 1
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
         return dropped
 
     @property
     def slot_bytes(self):
-        """Bytes one record takes in the slab, whatever it holds."""
-        return 4 * sizeof(uint64_t) + 2 * sizeof(uint32_t) + 2 * sizeof(uint8_t) + ID_BYTES
+        """Bytes one record takes in its row's block."""
+        return RECORD_BYTES
+
+    @property
+    def id_bytes(self):
+        """Bytes a record's inline call id adds, in rows that hold call ids."""
+        return 1 + ID_BYTES
+
+    @property
+    def allocated_bytes(self):
+        """Bytes of the live rows' blocks: records allocated, not ``history_size`` each."""
+        cdef Py_ssize_t row, total = 0
+        cdef int gc_was = enter(self)
+        try:
+            for row in range(self.capacity):
+                if self.meta[row].block != NULL:
+                    total += self.meta[row].cap * RECORD_BYTES
+                if self.meta[row].ids != NULL:
+                    total += self.meta[row].cap * (1 + ID_BYTES)
+        finally:
+            leave(self, gc_was)
+        return total
 
     @property
     def name_count(self):
@@ -330,26 +394,30 @@ cdef class RingStore:
         With many live scopes a row is rarely in cache; the scan reads its args
         column and newest slot, the append writes next to them.
         """
-        cdef Py_ssize_t row, slot, index, offset
+        cdef Py_ssize_t row, slot, newest, offset
+        cdef Cols c
         if not GIL_DISABLED and key is self.found_key:
             return  # the row this key found last: just used, still cached
-        acquire(&self.lock)
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef int gc_was = enter(self)
         try:
             # A lookup, not a use: the LRU order changes only when the call does.
-            row = row_lookup(self, key)
-            if row < 0:
+            row = row_lookup(self, key, key_hash)
+            if row < 0 or self.meta[row].block == NULL:
                 return
+            cols_of(&self.meta[row], &c)
             slot = self.meta[row].head
-            index = row * self.history_size + (slot - 1 if slot > 0 else self.history_size - 1)
-            # The first lines of the column; the hardware prefetcher follows on.
-            for offset in range(0, min(self.history_size, 256), 8):
-                prefetch(&self.args[row * self.history_size + offset])
-            prefetch(&self.tool[index])
-            prefetch(&self.result[index])
-            prefetch(&self.flag[index])
-            prefetch(&self.ts[row * self.history_size + slot])
+            newest = slot - 1 if slot > 0 else self.history_size - 1
+            # The first lines of the args column; the hardware prefetcher follows on.
+            for offset in range(0, min(self.meta[row].fill, 256), 8):
+                prefetch(&c.args[offset])
+            prefetch(&c.tool[newest])
+            prefetch(&c.result[newest])
+            prefetch(&c.flag[newest])
+            if slot < self.meta[row].cap:
+                prefetch(&c.ts[slot])
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
 
     cdef bint scan_raw(
         self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
@@ -362,9 +430,10 @@ cdef class RingStore:
         tool_name = exact(tool_name)
         call_id = exact(call_id)
         cdef int64_t tool_index
-        acquire(&self.lock)
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef int gc_was = enter(self)
         try:
-            row = row_find(self, key)
+            row = row_find(self, key, key_hash)
             tool_index = name_find(self, tool_name)
             if row < 0:
                 memset(out, 0, sizeof(Scan))
@@ -374,20 +443,22 @@ cdef class RingStore:
             out.tool_index = tool_index
             out.generation = self.generation
             if append and not alarmed:
-                row_append(self, key, row, tool_name, args_hash, call_id, now, 0, False, None)
+                row_append(
+                    self, key, key_hash, row, tool_name, args_hash, call_id, now, 0, False, None
+                )
             return alarmed
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
 
     cdef object stats(self, Scan *scan):
         """The scan's ``ScanStats``, or None when a name it refers to was forgotten since."""
-        acquire(&self.lock)
+        cdef int gc_was = enter(self)
         try:
             if scan.generation != self.generation:
                 return None
             return scan_stats(self, scan)
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
 
     cdef object scan_c(
         self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
@@ -408,13 +479,15 @@ cdef class RingStore:
         cdef double now = wall_clock()
         tool_name = exact(tool_name)
         call_id = exact(call_id)
-        acquire(&self.lock)
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef int gc_was = enter(self)
         try:
             row_append(
-                self, key, row_find(self, key), tool_name, args_hash, call_id, now, 0, False, None
+                self, key, key_hash, row_find(self, key, key_hash), tool_name, args_hash,
+                call_id, now, 0, False, None,
             )
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
         return 0
 
     cdef object attach_c(
@@ -426,41 +499,43 @@ cdef class RingStore:
         unknown = exact(unknown)
         cdef uint64_t call_hash = str_hash(call_id) if call_id is not None else 0
         cdef double now
-        cdef Py_ssize_t row, slot, index, _n, base
+        cdef Py_ssize_t row, slot, _n
         cdef int64_t tool_index
         cdef int32_t h = <int32_t>self.history_size
-        acquire(&self.lock)
+        cdef Cols c
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef int gc_was = enter(self)
         try:
-            row = row_find(self, key)
+            row = row_find(self, key, key_hash)
             tool_index = name_find(self, tool_name)
             if row >= 0 and tool_index >= 0:
-                base = row * self.history_size
+                cols_of(&self.meta[row], &c)
                 slot = self.meta[row].head
                 for _n in range(self.meta[row].fill):
                     slot = slot - 1 if slot > 0 else h - 1
-                    index = base + slot
                     if (
-                        not (self.flag[index] & HAS_RESULT)
-                        and self.args[index] == args_hash
-                        and self.tool[index] == tool_index
+                        not (c.flag[slot] & HAS_RESULT)
+                        and c.args[slot] == args_hash
+                        and c.tool[slot] == tool_index
                         and (
                             call_id is None
-                            or (self.flag[index] & HAS_CALL_ID and self.call_id[index] == call_hash)
+                            or (c.flag[slot] & HAS_CALL_ID and c.call_id[slot] == call_hash)
                         )
                     ):
                         if unknown is not None:
-                            self.unknown[index] = <uint32_t>name_use(self, unknown)
-                            self.flag[index] |= HAS_UNKNOWN
-                        self.result[index] = result_hash
-                        self.flag[index] |= HAS_RESULT
+                            c.unknown[slot] = <uint32_t>name_use(self, unknown)
+                            c.flag[slot] |= HAS_UNKNOWN
+                        c.result[slot] = result_hash
+                        c.flag[slot] |= HAS_RESULT
                         return make_record(
-                            self.names[tool_index], args_hash, slot_id(self, index), key,
-                            self.ts[index], result_hash, True, unknown,
+                            self.names[tool_index], args_hash, slot_id(self, row, slot), key,
+                            c.ts[slot], result_hash, True, unknown,
                         )
             now = wall_clock()
             row_append(
-                self, key, row, tool_name, args_hash, call_id, now, result_hash, True, unknown
+                self, key, key_hash, row, tool_name, args_hash, call_id, now, result_hash, True,
+                unknown,
             )
         finally:
-            release(&self.lock)
+            leave(self, gc_was)
         return make_record(tool_name, args_hash, call_id, key, now, result_hash, True, unknown)

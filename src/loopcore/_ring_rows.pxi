@@ -4,13 +4,13 @@
 # rows in LRU order, a stack recycles freed rows; the caller holds the lock.
 
 
-cdef Py_ssize_t row_find(RingStore self, object key) except -2:
+cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2:
     """The key's row, marked most recently used; -1 when the scope has none."""
     cdef Py_ssize_t row
     if key is self.found_key:
         row = self.found_row
     else:
-        row = row_lookup(self, key)
+        row = row_lookup(self, key, key_hash)
         if row < 0:
             return -1
         # Only the stored key is remembered: a caller's equal key (and the
@@ -22,10 +22,13 @@ cdef Py_ssize_t row_find(RingStore self, object key) except -2:
     return row
 
 
-cdef Py_ssize_t row_lookup(RingStore self, object key) except -2:
-    """The key's row or -1, without touching the LRU order."""
+cdef Py_ssize_t row_lookup(RingStore self, object key, int64_t key_hash) except -2:
+    """The key's row or -1, without touching the LRU order.
+
+    ``key_hash`` is ``scope_hash(key)``, taken by the caller before the lock:
+    a session's own ``__hash__`` never runs under it.
+    """
     cdef tuple parts = <tuple>key
-    cdef int64_t key_hash = scope_hash(parts)
     cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
     cdef int32_t row
     cdef RowMeta *meta
@@ -89,60 +92,102 @@ cdef int resize_table(RingStore self, Py_ssize_t wanted) except -1:
     return 0
 
 
+cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
+    """Room for one more record in a row that is not yet full at ``history_size``.
+
+    A row's block holds ``cap`` records and doubles (from 4, up to
+    ``history_size``) when they are used up, so a scope costs memory in
+    proportion to what it holds. A row only wraps once full, so before that
+    its records are ``0 .. fill-1`` in order and move over column by column.
+    """
+    cdef RowMeta *m = &self.meta[row]
+    if m.fill < m.cap or m.cap == self.history_size:
+        return 0
+    cdef Py_ssize_t cap = min(self.history_size, max(4, 2 * <Py_ssize_t>m.cap))
+    cdef RowMeta grown = m[0]
+    grown.cap = <int32_t>cap
+    grown.block = <char*>checked_raw_malloc(cap, RECORD_BYTES)
+    grown.ids = NULL
+    if m.ids != NULL:
+        try:
+            grown.ids = <char*>checked_raw_malloc(cap, 1 + ID_BYTES)
+        except BaseException:
+            PyMem_RawFree(grown.block)
+            raise
+    cdef Cols old, new
+    cols_of(m, &old)
+    cols_of(&grown, &new)
+    cdef Py_ssize_t n = m.fill
+    memcpy(new.args, old.args, n * sizeof(uint64_t))
+    memcpy(new.result, old.result, n * sizeof(uint64_t))
+    memcpy(new.call_id, old.call_id, n * sizeof(uint64_t))
+    memcpy(new.ts, old.ts, n * sizeof(double))
+    memcpy(new.tool, old.tool, n * sizeof(uint32_t))
+    memcpy(new.unknown, old.unknown, n * sizeof(uint32_t))
+    memcpy(new.flag, old.flag, n)
+    if m.ids != NULL:
+        memcpy(grown.ids, m.ids, n)
+        memcpy(&grown.ids[cap], &m.ids[m.cap], n * ID_BYTES)
+        PyMem_RawFree(m.ids)
+    PyMem_RawFree(m.block)
+    m[0] = grown
+    return 0
+
+
 cdef int row_append(
-    RingStore self, object key, Py_ssize_t row, object tool_name, uint64_t args_hash,
-    object call_id, double now, uint64_t result_hash, bint has_result, object unknown,
+    RingStore self, object key, int64_t key_hash, Py_ssize_t row, object tool_name,
+    uint64_t args_hash, object call_id, double now, uint64_t result_hash, bint has_result,
+    object unknown,
 ) except -1:
-    # Names are counted before the slot changes, so a failure leaves it whole.
+    # Names are counted and room is made before the slot changes, so a
+    # failure leaves the row whole.
     cdef uint32_t tool_index = <uint32_t>name_use(self, tool_name)
     cdef uint32_t unknown_index = NO_NAME
-    if unknown is not None:
-        try:
+    try:
+        if unknown is not None:
             unknown_index = <uint32_t>name_use(self, unknown)
-        except BaseException:
-            name_drop(self, tool_index)
-            raise
-    if row < 0:
-        try:
-            row = row_new(self, key)
-        except BaseException:
-            name_drop(self, tool_index)
-            if unknown is not None:
-                name_drop(self, unknown_index)
-            raise
-    cdef Py_ssize_t slot = self.meta[row].head
-    cdef Py_ssize_t index = row * self.history_size + slot
-    if self.meta[row].fill == self.history_size:
-        slot_clear(self, index)
+        if row < 0:
+            row = row_new(self, key, key_hash)
+        if self.meta[row].fill == self.meta[row].cap:
+            row_reserve(self, row)
+    except BaseException:
+        name_drop(self, tool_index)
+        if unknown_index != NO_NAME:
+            name_drop(self, unknown_index)
+        raise
+    cdef RowMeta *m = &self.meta[row]
+    cdef Py_ssize_t slot = m.head
+    if m.fill == self.history_size:
+        slot_clear(self, row, slot)
+    cdef Cols c
+    cols_of(m, &c)
     cdef uint8_t flags = 0
-    self.tool[index] = tool_index
-    self.args[index] = args_hash
-    self.ts[index] = now
+    c.tool[slot] = tool_index
+    c.args[slot] = args_hash
+    c.ts[slot] = now
     # Absent fields keep stale values: the flags say what is there, and
     # leaving them untouched spares a cold row cache lines.
     if has_result:
         flags |= HAS_RESULT
-        self.result[index] = result_hash
+        c.result[slot] = result_hash
     if unknown is not None:
         flags |= HAS_UNKNOWN
-        self.unknown[index] = unknown_index
-    self.flag[index] = flags
+        c.unknown[slot] = unknown_index
+    c.flag[slot] = flags
     if call_id is not None:
-        self.call_id[index] = str_hash(call_id)
-        slot_store_id(self, index, call_id)
-        self.flag[index] |= HAS_CALL_ID
-    self.meta[row].head = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
-    if self.meta[row].fill < self.history_size:
-        self.meta[row].fill += 1
+        c.call_id[slot] = str_hash(call_id)
+        slot_store_id(self, row, slot, call_id)
+        c.flag[slot] |= HAS_CALL_ID
+    m.head = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
+    if m.fill < self.history_size:
+        m.fill += 1
     return 0
 
 
-cdef Py_ssize_t row_new(RingStore self, object key) except -1:
-    # Everything that can raise (a session's hash, growing) comes before
-    # the first change, so a failure leaves the store as it was.
-    cdef int64_t key_hash = scope_hash(<tuple>key)
+cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
+    # Everything that can raise (growing) comes before the first change, so a
+    # failure leaves the store as it was.
     session = (<tuple>key)[0]
-    self.by_session.get(session)
     if self.live >= self.max_scopes:
         free_row(self, self.row_keys[self.oldest_row], self.oldest_row)
     if self.free_count == 0:
@@ -151,11 +196,15 @@ cdef Py_ssize_t row_new(RingStore self, object key) except -1:
         resize_table(self, 2 * (self.live + 1))
     self.free_count -= 1
     cdef int32_t row = self.free_rows[self.free_count]
-    self.meta[row].head = 0
-    self.meta[row].fill = 0
-    self.meta[row].key_hash = key_hash
-    self.meta[row].session = <PyObject*>session
-    self.meta[row].run_id = <PyObject*>(<tuple>key)[1]
+    cdef RowMeta *m = &self.meta[row]
+    m.head = 0
+    m.fill = 0
+    m.cap = 0
+    m.block = NULL
+    m.ids = NULL
+    m.key_hash = key_hash
+    m.session = <PyObject*>session
+    m.run_id = <PyObject*>(<tuple>key)[1]
     table_insert(self, row)
     self.row_keys[row] = key
     entry = self.by_session.get(session)
@@ -171,12 +220,23 @@ cdef Py_ssize_t row_new(RingStore self, object key) except -1:
 
 
 cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
-    cdef Py_ssize_t slot, base = row * self.history_size
-    for slot in range(self.meta[row].fill):
-        slot_clear(self, base + slot)
+    cdef RowMeta *m = &self.meta[row]
+    cdef Py_ssize_t slot
+    for slot in range(m.fill):
+        slot_clear(self, row, slot)
+    PyMem_RawFree(m.block)
+    PyMem_RawFree(m.ids)
+    m.block = NULL
+    m.ids = NULL
+    m.cap = 0
     table_delete(self, <int32_t>row)
-    self.meta[row].session = NULL
-    self.meta[row].run_id = NULL
+    m.session = NULL
+    m.run_id = NULL
+    # The key (and the session in it) may hold the last reference to a host
+    # object whose finaliser calls back into the store: it is dropped only
+    # once the lock is released.
+    bury(self, key)
+    bury(self, self.found_key)
     self.found_key = None
     self.row_keys[row] = None
     session = (<tuple>key)[0]
@@ -188,11 +248,21 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
     elif entry is not None:
         del self.by_session[session]
     lru_unlink(self, <int32_t>row)
-    self.meta[row].fill = 0
-    self.meta[row].head = 0
+    m.fill = 0
+    m.head = 0
     self.free_rows[self.free_count] = <int32_t>row
     self.free_count += 1
     self.live -= 1
+    return 0
+
+
+cdef int bury(RingStore self, object value) except -1:
+    """Keep ``value`` alive until the lock is released (see ``unlock``)."""
+    if value is None:
+        return 0
+    if self.dead is None:
+        self.dead = []
+    self.dead.append(value)
     return 0
 
 
@@ -225,30 +295,8 @@ cdef void lru_touch(RingStore self, int32_t row) noexcept:
 
 
 cdef int slab_grow(RingStore self, Py_ssize_t capacity) except -1:
-    """Reallocate the slab for ``capacity`` rows, keeping every row where it is."""
+    """Room for ``capacity`` rows' bookkeeping; every row keeps its place and block."""
     cdef Py_ssize_t old = self.capacity
-    cdef size_t h = self.history_size
-    cdef size_t cells = capacity * h, fresh = (capacity - old) * h
-    cdef size_t start = old * h
-    # Each column is grown in turn; one that fails leaves the others larger,
-    # which is harmless: capacity only moves once all of them have.
-    self.args = <uint64_t*>checked_realloc(self.args, cells, 8)
-    memset(&self.args[start], 0, fresh * 8)
-    self.result = <uint64_t*>checked_realloc(self.result, cells, 8)
-    memset(&self.result[start], 0, fresh * 8)
-    self.call_id = <uint64_t*>checked_realloc(self.call_id, cells, 8)
-    memset(&self.call_id[start], 0, fresh * 8)
-    self.ts = <double*>checked_realloc(self.ts, cells, sizeof(double))
-    memset(&self.ts[start], 0, fresh * sizeof(double))
-    self.tool = <uint32_t*>checked_realloc(self.tool, cells, 4)
-    memset(&self.tool[start], 0, fresh * 4)
-    self.unknown = <uint32_t*>checked_realloc(self.unknown, cells, 4)
-    memset(&self.unknown[start], 0, fresh * 4)
-    self.flag = <uint8_t*>checked_realloc(self.flag, cells, 1)
-    memset(&self.flag[start], 0, fresh)
-    self.id_len = <uint8_t*>checked_realloc(self.id_len, cells, 1)
-    memset(&self.id_len[start], 0, fresh)
-    self.ids = <char*>checked_realloc(self.ids, cells, ID_BYTES)
     self.meta = <RowMeta*>checked_realloc(self.meta, capacity, sizeof(RowMeta))
     memset(&self.meta[old], 0, (capacity - old) * sizeof(RowMeta))
     self.free_rows = <int32_t*>checked_realloc(self.free_rows, capacity, sizeof(int32_t))

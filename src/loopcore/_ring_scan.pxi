@@ -57,41 +57,77 @@ cdef void name_drop(RingStore self, uint32_t index) noexcept:
     self.free_names.append(index)
 
 
-cdef int slot_clear(RingStore self, Py_ssize_t index) except -1:
+cdef struct Cols:
+    # A row's columns inside its block, for ``cap`` records.
+    uint64_t *args
+    uint64_t *result
+    uint64_t *call_id
+    double *ts
+    uint32_t *tool
+    uint32_t *unknown
+    uint8_t *flag
+
+
+cdef inline void cols_of(RowMeta *m, Cols *c) noexcept nogil:
+    # 8-byte columns first, then 4-byte, then bytes: every column stays aligned.
+    cdef Py_ssize_t n = m.cap
+    c.args = <uint64_t*>m.block
+    c.result = c.args + n
+    c.call_id = c.result + n
+    c.ts = <double*>(c.call_id + n)
+    c.tool = <uint32_t*>(c.ts + n)
+    c.unknown = c.tool + n
+    c.flag = <uint8_t*>(c.unknown + n)
+
+
+cdef int slot_clear(RingStore self, Py_ssize_t row, Py_ssize_t slot) except -1:
     """Release what a slot about to be reused or freed holds."""
-    cdef uint8_t flags = self.flag[index]
-    name_drop(self, self.tool[index])
+    cdef Cols c
+    cols_of(&self.meta[row], &c)
+    cdef uint8_t flags = c.flag[slot]
+    name_drop(self, c.tool[slot])
     if flags & HAS_UNKNOWN:
-        name_drop(self, self.unknown[index])
+        name_drop(self, c.unknown[slot])
     if flags & LONG_ID:
-        del self.long_ids[index]
-    self.flag[index] = 0
+        del self.long_ids[row * self.history_size + slot]
+    c.flag[slot] = 0
     return 0
 
 
-cdef int slot_store_id(RingStore self, Py_ssize_t index, object call_id) except -1:
+cdef int slot_store_id(RingStore self, Py_ssize_t row, Py_ssize_t slot, object call_id) except -1:
+    cdef RowMeta *m = &self.meta[row]
+    cdef Cols c
+    cols_of(m, &c)
     cdef Py_ssize_t size
     cdef const char *data = ascii_bytes(call_id, &size)
     if data == NULL:
         encoded = (<str>call_id).encode("utf-8", "surrogatepass")
         data = encoded
         size = len(encoded)
-    if size <= ID_BYTES:
-        memcpy(&self.ids[index * ID_BYTES], data, size)
-        self.id_len[index] = <uint8_t>size
-    else:
-        self.long_ids[index] = call_id
-        self.flag[index] |= LONG_ID
+    if size > ID_BYTES:
+        self.long_ids[row * self.history_size + slot] = call_id
+        c.flag[slot] |= LONG_ID
+        return 0
+    if m.ids == NULL:
+        # A row without call ids never pays for them.
+        m.ids = <char*>checked_raw_malloc(m.cap, 1 + ID_BYTES)
+    m.ids[slot] = <char>size
+    memcpy(&m.ids[m.cap + slot * ID_BYTES], data, size)
     return 0
 
 
-cdef object slot_id(RingStore self, Py_ssize_t index):
-    cdef uint8_t flags = self.flag[index]
+cdef object slot_id(RingStore self, Py_ssize_t row, Py_ssize_t slot):
+    cdef RowMeta *m = &self.meta[row]
+    cdef Cols c
+    cols_of(m, &c)
+    cdef uint8_t flags = c.flag[slot]
     if not (flags & HAS_CALL_ID):
         return None
     if flags & LONG_ID:
-        return self.long_ids[index]
-    return PyUnicode_DecodeUTF8(&self.ids[index * ID_BYTES], self.id_len[index], "surrogatepass")
+        return self.long_ids[row * self.history_size + slot]
+    return PyUnicode_DecodeUTF8(
+        &m.ids[m.cap + slot * ID_BYTES], <uint8_t>m.ids[slot], "surrogatepass"
+    )
 
 
 cdef object scan_stats(RingStore self, Scan *scan):
@@ -114,20 +150,22 @@ cdef bint row_scan(
 ) noexcept:
     """One newest-first pass over a row (``_ring_py.scan_window``); True when alarmed."""
     cdef Py_ssize_t h = self.history_size
-    cdef Py_ssize_t base = row * h
     cdef Py_ssize_t count = self.meta[row].fill
     cdef Py_ssize_t slot = self.meta[row].head
     cdef Py_ssize_t position, index
     memset(out, 0, sizeof(Scan))
     if count == 0:
         return 0 >= alarm or 0 >= unknown_alarm
+    # A row holds up to ``cap`` records; it wraps only once full at ``history_size``.
     slot = slot - 1 if slot > 0 else h - 1
-    index = base + slot
-    cdef uint32_t *tool = self.tool
-    cdef uint64_t *args = self.args
-    cdef uint64_t *result = self.result
-    cdef uint32_t *unknown = self.unknown
-    cdef uint8_t *flag = self.flag
+    index = slot
+    cdef Cols c
+    cols_of(&self.meta[row], &c)
+    cdef uint32_t *tool = c.tool
+    cdef uint64_t *args = c.args
+    cdef uint64_t *result = c.result
+    cdef uint32_t *unknown = c.unknown
+    cdef uint8_t *flag = c.flag
 
     cdef uint64_t side_a = args[index], side_b = 0
     cdef bint has_b = False
@@ -151,7 +189,7 @@ cdef bint row_scan(
     # compiler vectorises; the newest-first walk is for the rest.
     if not unknown_open:
         for i in range(count):
-            recent += args[base + i] == args_hash
+            recent += args[i] == args_hash
         if recent == 0:
             out.paired_hash = side_a
             out.no_progress = no_progress
@@ -205,7 +243,7 @@ cdef bint row_scan(
                 else:
                     no_progress = no_progress and record_result == result_b
         slot = slot - 1 if slot > 0 else h - 1
-        index = base + slot
+        index = slot
 
     out.recent = recent
     out.streak = streak
