@@ -88,3 +88,30 @@ def test_the_replay_modules_import_without_a_cycle() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_reading_the_command_line_imports_neither_the_readers_nor_numpy() -> None:
+    # ``loopcore demo`` and ``--help`` stay quick: the replay's needs load when it runs.
+    code = (
+        "import sys, loopcore.cli; "
+        "heavy = ('numpy', 'loopcore.formats', 'loopcore.batch'); "
+        "loaded = [m for m in heavy if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_replay_help_gives_the_line_limit_the_readers_use(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from loopcore.cli.options import DEFAULT_MAX_LINE_BYTES
+    from loopcore.formats import MAX_LINE_BYTES
+
+    assert DEFAULT_MAX_LINE_BYTES == MAX_LINE_BYTES
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", "--help"])
+    assert exit_info.value.code == 0
+    assert "--max-line-bytes N" in capsys.readouterr().out

@@ -5,13 +5,23 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from loopcore.batch import CallTable, scan
-from loopcore.formats import MAX_REPORTS, TRACE_SUFFIXES, FileSummary, InputError, Traces, load
+from loopcore.formats import (
+    MAX_LINE_BYTES,
+    MAX_REPORTS,
+    TRACE_SUFFIXES,
+    FileSummary,
+    InputError,
+    Traces,
+    load,
+)
+from loopcore.formats._files import expand
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "stuck-session.jsonl"
 
@@ -77,3 +87,30 @@ def test_an_unreadable_input_is_an_input_error_naming_it(tmp_path: Path) -> None
     assert str(info.value) == f"{missing}: cannot read: No such file or directory"
     with pytest.raises(InputError, match="directory holds no trace files"):
         load([str(tmp_path)], progress=False, err=io.StringIO())
+
+
+def test_load_skips_lines_longer_than_max_line_bytes(tmp_path: Path) -> None:
+    call = {"tool": "read", "args": {"path": "a"}, "result": "same"}
+    long_call = {"tool": "read", "args": {"path": "b" * 600}, "result": "same"}
+    path = _events(tmp_path / "long.jsonl", [call, long_call, call])
+    err = io.StringIO()
+    traces = load([str(path)], progress=False, err=err, max_line_bytes=512)
+    assert err.getvalue() == f"{path}:2: line longer than 512 bytes (--max-line-bytes)\n"
+    assert (traces.skipped, len(traces.table), traces.files[0].lines) == (1, 2, 3)
+    assert traces.lines.tolist() == [1, 3]
+    assert len(load([str(path)], progress=False, err=io.StringIO()).table) == 3
+    assert MAX_LINE_BYTES == 64 << 20  # the default
+    for bad in (0, -1, True, 1.5, "512", 1 << 70):
+        with pytest.raises(ValueError, match="max_line_bytes: expected a positive integer"):
+            load([str(path)], progress=False, err=io.StringIO(), max_line_bytes=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_directory_walk_lists_only_regular_files(tmp_path: Path) -> None:
+    _events(tmp_path / "a.jsonl", [])
+    os.mkfifo(tmp_path / "b.jsonl")  # listed, a replay would wait on it for ever
+    missing = tmp_path / "c.jsonl"
+    os.symlink(tmp_path / "gone", missing)  # kept: opening it says what is wrong
+    assert expand([str(tmp_path)]) == [str(tmp_path / "a.jsonl"), str(missing)]
+    # A FIFO named as such is a stream to read, not skipped.
+    assert expand([str(tmp_path / "b.jsonl")]) == [str(tmp_path / "b.jsonl")]

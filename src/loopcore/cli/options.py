@@ -2,7 +2,9 @@
 
 The settings are kept as a block, as written: ``--config`` (and ``--agent``),
 every ``--set``, then ``--enable``; a swept value is laid over it the same way.
-A bad option value is a ``UsageError`` naming the option (exit status 2).
+A bad option value is a ``UsageError`` naming the option (exit status 2),
+one line whatever the value: a number of thousands of digits, JSON nested
+thousands deep, a ``--sweep`` of 10**15 values (counted, never listed).
 """
 
 from __future__ import annotations
@@ -15,10 +17,29 @@ from typing import Any
 
 from .._config import ConfigError, load_block, overlay, with_setting
 
-__all__ = ["MAX_SWEEP_VALUES", "Sweep", "UsageError", "add_parser", "config_block", "parse_sweep"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "MAX_DIGITS",
+    "MAX_SWEEP_VALUES",
+    "Sweep",
+    "UsageError",
+    "add_parser",
+    "config_block",
+    "max_line_bytes",
+    "parse_sweep",
+]
 
-#: More values than this in one ``--sweep`` is almost certainly a typo in START:STOP.
+#: More values than this in one ``--sweep`` is almost certainly a typo in START:STOP
+#: (and each value is checked, and scanned, one by one).
 MAX_SWEEP_VALUES = 1000
+#: Digits an integer option value (``--sweep`` bounds and step, ``--max-line-bytes``, an
+#: integer ``--set``) may have: far past any setting's bound, still a machine-sized integer.
+MAX_DIGITS = 18
+#: How much of a bad option value an error message quotes.
+SHOWN = 60
+#: ``--max-line-bytes`` when it is not given: ``loopcore.formats.MAX_LINE_BYTES`` (64 MiB),
+#: spelled out so that reading the command line imports neither the readers nor numpy.
+DEFAULT_MAX_LINE_BYTES = 64 << 20
 
 
 class UsageError(Exception):
@@ -66,6 +87,39 @@ def add_parser(commands: Any) -> None:
     replay.add_argument(
         "--strict", action="store_true", help="stop at the first malformed line (exit status 2)"
     )
+    replay.add_argument(
+        "--max-line-bytes",
+        metavar="N",
+        help=(
+            "a line longer than N bytes is malformed: reported and skipped without being "
+            f"held in memory (default {DEFAULT_MAX_LINE_BYTES}, 64 MiB)"
+        ),
+    )
+
+
+def _shown(text: str) -> str:
+    """An option value as an error message quotes it: cut past ``SHOWN`` characters."""
+    return text if len(text) <= SHOWN else f"{text[: SHOWN - 1]}…"
+
+
+def _integer(text: str, what: str) -> int:
+    """A string of digits (with an optional minus) as an int, refusing a huge one unparsed."""
+    digits = text.lstrip("-")
+    if len(digits) > MAX_DIGITS:
+        raise UsageError(f"{what} has {len(digits)} digits; at most {MAX_DIGITS} are accepted")
+    return int(text)
+
+
+def max_line_bytes(args: argparse.Namespace) -> int:
+    """``--max-line-bytes``: a positive number of bytes (default ``DEFAULT_MAX_LINE_BYTES``)."""
+    text = args.max_line_bytes
+    if text is None:
+        return DEFAULT_MAX_LINE_BYTES
+    if re.fullmatch(r"\s*[0-9]+\s*", text) is None or not text.strip().strip("0"):
+        raise UsageError(
+            f"--max-line-bytes: expected a positive integer (bytes), got {_shown(text)!r}"
+        )
+    return _integer(text.strip(), "--max-line-bytes: N")
 
 
 def _setting_value(text: str) -> object:
@@ -89,11 +143,16 @@ def config_block(args: argparse.Namespace) -> dict[str, Any]:
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--set: expected KEY=VALUE, got {item!r}")
+            raise UsageError(f"--set: expected KEY=VALUE, got {_shown(item)!r}")
+        text = value.strip()
+        if re.fullmatch(r"-?[0-9]+", text):
+            _integer(text, f"--set {_shown(item)}: the number")  # no setting takes a huge one
         try:
-            block = overlay(block, {key.strip(): _setting_value(value.strip())})
+            block = overlay(block, {key.strip(): _setting_value(text)})
         except ConfigError as exc:
-            raise UsageError(f"--set {item}: {exc}") from None
+            raise UsageError(f"--set {_shown(item)}: {exc}") from None
+        except RecursionError:  # JSON nested thousands deep
+            raise UsageError(f"--set {_shown(item)}: the value is nested too deeply") from None
     if args.enable:
         block = overlay(block, {"enabled": True})
     return block
@@ -111,22 +170,24 @@ class Sweep:
 def parse_sweep(text: str, block: dict[str, Any]) -> Sweep:
     match = _SWEEP.match(text)
     if match is None:
-        raise UsageError(f"--sweep: expected KEY=START:STOP[:STEP], got {text!r}")
+        raise UsageError(f"--sweep: expected KEY=START:STOP[:STEP], got {_shown(text)!r}")
     key = match.group(1)
-    start, stop = int(match.group(2)), int(match.group(3))
-    step = int(match.group(4)) if match.group(4) is not None else 1
+    start = _integer(match.group(2), "--sweep: START")
+    stop = _integer(match.group(3), "--sweep: STOP")
+    step = _integer(match.group(4), "--sweep: STEP") if match.group(4) is not None else 1
     if step < 1:
         raise UsageError(f"--sweep: STEP must be a positive integer, got {step}")
     if start > stop:
         raise UsageError(f"--sweep: START ({start}) is greater than STOP ({stop})")
-    values = list(range(start, stop + 1, step))
-    if len(values) > MAX_SWEEP_VALUES:
+    count = (stop - start) // step + 1  # counted before any value is made
+    if count > MAX_SWEEP_VALUES:
         raise UsageError(
-            f"--sweep: {len(values)} values is more than {MAX_SWEEP_VALUES}; use a larger STEP"
+            f"--sweep: {count} values is more than {MAX_SWEEP_VALUES}; use a larger STEP"
         )
+    values = list(range(start, stop + 1, step))
     for value in values:  # every value checked (and its repairs logged) before reading input
         try:
             with_setting(block, key, value)
         except ConfigError as exc:
-            raise UsageError(f"--sweep {key}={value}: {exc}") from None
+            raise UsageError(f"--sweep {_shown(key)}={value}: {exc}") from None
     return Sweep(key, values)

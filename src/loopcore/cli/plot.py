@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..formats._text import printable
 from .options import UsageError
 
 if TYPE_CHECKING:
@@ -54,10 +55,10 @@ def check_target(path: str) -> None:
 
 
 def _lane_label(run: RunReport) -> str:
-    session = "-" if run.session is None else str(run.session)
+    session = "-" if run.session is None else printable(str(run.session))
     if len(session) > 14:
         session = session[:12] + "…"
-    return f"{session} {run.run_id or '-'}"
+    return f"{session} {printable(run.run_id or '-')}"
 
 
 def draw(path: str, report: Report, runs: list[RunReport]) -> None:

@@ -2,12 +2,22 @@
 
 Tool arguments and results are never printed: they can hold secrets. Verdict
 messages name only tools and counts.
+
+Text taken from a trace (tool names, session and run ids, file names) goes
+into the table through ``printable``: a control character in it is written as
+an escape, so it can neither forge a report line nor drive the terminal. JSON
+is written with non-finite numbers as strings (``"inf"``), never as the
+``Infinity`` / ``NaN`` tokens JSON does not have; CSV cells are raw text that
+the csv module quotes, except lone surrogates, which no UTF-8 output can hold
+(written as backslash escapes).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
+import re
 import textwrap
 from collections.abc import Hashable, Sequence
 from typing import Any, TextIO
@@ -18,6 +28,7 @@ from .. import IMPLEMENTATION
 from .._config import LoopDetectionConfig, config_mapping
 from .._rules import DETECTORS, LEVELS
 from ..formats import Traces
+from ..formats._text import printable
 from .options import Sweep
 from .report import Hit, Report, RunReport, Tally, tally
 
@@ -129,7 +140,11 @@ def _short(message: str | None) -> str:
 
 
 def _session_text(session: Hashable) -> str:
-    return "-" if session is None else str(session)
+    return "-" if session is None else printable(str(session))
+
+
+def _run_text(run_id: str | None) -> str:
+    return printable(run_id) if run_id else "-"
 
 
 def _columns(rows: Sequence[Sequence[str]], right: set[int], out: TextIO) -> None:
@@ -158,7 +173,7 @@ def write_table(
             *(
                 (
                     _session_text(r.session),
-                    r.run_id or "-",
+                    _run_text(r.run_id),
                     f"{r.calls:,}",
                     _cell(r.first_warning),
                     _cell(r.first_block),
@@ -178,8 +193,9 @@ def write_table(
         if stops:
             print("\nwhy each run would have stopped:", file=out)
             for r, hit in stops:
-                where = f"{hit.file}:{hit.line}"
-                print(f"  {r.run_id or '-'} #{hit.call} {where}: {_short(hit.message)}", file=out)
+                where = f"{printable(hit.file)}:{hit.line}"
+                message = _short(printable(hit.message or ""))  # it names the tool
+                print(f"  {_run_text(r.run_id)} #{hit.call} {where}: {message}", file=out)
     totals = tally(report.result)
     calls = len(traces.table)
     share = f" ({totals.calls_saved / calls:.0%})" if calls else ""
@@ -199,9 +215,18 @@ def _hit_json(hit: Hit | None) -> dict[str, Any] | None:
 
 
 def _json_session(session: Hashable) -> object:
+    """A session id as JSON has it: a string, a number, a boolean or null (inf is "inf")."""
+    if isinstance(session, float):
+        return session if math.isfinite(session) else str(session)
     return (
         session if session is None or isinstance(session, (str, int, float, bool)) else str(session)
     )
+
+
+def _dump(document: object, out: TextIO) -> None:
+    # allow_nan=False: a non-finite number that reached the document is a bug, never bad JSON.
+    json.dump(document, out, indent=1, allow_nan=False)
+    out.write("\n")
 
 
 def _calls_json(report: Report) -> list[dict[str, Any]]:
@@ -259,8 +284,7 @@ def write_json(
         ],
         "calls": _calls_json(report),
     }
-    json.dump(document, out, indent=1)
-    out.write("\n")
+    _dump(document, out)
 
 
 CSV_COLUMNS = (
@@ -284,33 +308,42 @@ CSV_COLUMNS = (
 )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _csv_cell(value: object) -> object:
+    """A CSV cell as it is, but for lone surrogates in text, which UTF-8 cannot encode."""
+    if isinstance(value, str) and _SURROGATE.search(value) is not None:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def write_csv(runs: list[RunReport], out: TextIO) -> None:
-    """One CSV row per run."""
+    """One CSV row per run (text cells as read, quoted by the csv module)."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for r in runs:
         warning, block, abort = r.first_warning, r.first_block, r.aborted
-        writer.writerow(
-            [
-                r.file,
-                "" if r.session is None else r.session,
-                r.run_id or "",
-                r.calls,
-                *(
-                    (warning.call, warning.line, warning.detector, warning.count)
-                    if warning
-                    else [""] * 4
-                ),
-                *(
-                    (block.call, block.line, block.detector, block.count, block.message)
-                    if block
-                    else [""] * 5
-                ),
-                *((abort.call, abort.line) if abort else ("", "")),
-                ";".join(r.detectors),
-                r.saved,
-            ]
-        )
+        row = [
+            r.file,
+            "" if r.session is None else r.session,
+            r.run_id or "",
+            r.calls,
+            *(
+                (warning.call, warning.line, warning.detector, warning.count)
+                if warning
+                else [""] * 4
+            ),
+            *(
+                (block.call, block.line, block.detector, block.count, block.message)
+                if block
+                else [""] * 5
+            ),
+            *((abort.call, abort.line) if abort else ("", "")),
+            ";".join(r.detectors),
+            r.saved,
+        ]
+        writer.writerow([_csv_cell(value) for value in row])
 
 
 def write_sweep(
@@ -328,8 +361,7 @@ def write_sweep(
             "setting": spec.setting,
             "sweep": [{"value": value, **t.__dict__} for value, t in rows],
         }
-        json.dump(document, out, indent=1)
-        out.write("\n")
+        _dump(document, out)
         return
     if fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")

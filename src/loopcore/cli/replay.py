@@ -21,7 +21,8 @@ from typing import TextIO
 from .._config import ConfigError, LoopDetectionConfig
 from ..batch import scan, sweep
 from ..formats import InputError, load
-from .options import UsageError, config_block, parse_sweep
+from ..formats._text import printable
+from .options import UsageError, config_block, max_line_bytes, parse_sweep
 from .render import plural, write_csv, write_json, write_sweep, write_table
 from .report import Report, tally
 
@@ -55,9 +56,11 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         block = config_block(args)
         config = LoopDetectionConfig.from_mapping(block)
         spec = parse_sweep(args.sweep, block) if args.sweep is not None else None
-        traces = load(args.traces, strict=args.strict, err=err)
+        limit = max_line_bytes(args)
+        traces = load(args.traces, strict=args.strict, err=err, max_line_bytes=limit)
     except (UsageError, ConfigError, InputError) as exc:
-        print(f"loopcore replay: {exc}", file=err)
+        # One line: a value or a file name with a newline in it is escaped.
+        print(f"loopcore replay: {printable(str(exc))}", file=err)
         return 2
     if args.format != "table" and traces.skipped:
         print(f"loopcore replay: {plural(traces.skipped, 'malformed line')} skipped", file=err)

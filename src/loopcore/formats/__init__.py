@@ -12,9 +12,13 @@ Each file's format is detected from its first decisive line:
 
 A malformed line is reported as ``FILE:LINE: reason``, counted and skipped
 (or, when strict, stops the load); an unreadable file is an ``InputError``.
+A line longer than ``max_line_bytes`` (``MAX_LINE_BYTES``, 64 MiB) is malformed
+and streamed past, never held; pipes and FIFOs are read as streams; a
+directory's FIFOs, sockets and devices are not traces.
 
 - ``_files``: which files the paths name, and opening them (gzip or plain);
-- ``_reader``: what the readers share (line parsing, malformed-line reports);
+- ``_reader``: what the readers share (bounded lines, parsing, malformed-line reports);
+- ``_text``: ``printable``, control characters from a trace escaped for a terminal;
 - ``_load``: ``load`` itself, and the ``Traces`` it returns.
 """
 
@@ -22,6 +26,14 @@ from __future__ import annotations
 
 from ._files import TRACE_SUFFIXES, InputError
 from ._load import Traces, load
-from ._reader import MAX_REPORTS, FileSummary
+from ._reader import MAX_LINE_BYTES, MAX_REPORTS, FileSummary
 
-__all__ = ["MAX_REPORTS", "TRACE_SUFFIXES", "FileSummary", "InputError", "Traces", "load"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_REPORTS",
+    "TRACE_SUFFIXES",
+    "FileSummary",
+    "InputError",
+    "Traces",
+    "load",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 from collections.abc import Iterable
 
 __all__ = ["TRACE_SUFFIXES", "InputError", "expand", "file_size", "open_trace", "reason"]
@@ -21,12 +22,29 @@ def _is_trace(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
 
+def _regular(path: str) -> bool:
+    """Is ``path`` a regular file (or a link to one)? Asked without opening it.
+
+    A FIFO, a socket or a device found in a directory is not a trace: opening a
+    FIFO blocks until something writes to it. A path that cannot be examined
+    is kept, so that opening it reports why.
+    """
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
+
+
 def _unreadable(exc: OSError) -> None:
     raise InputError(f"{exc.filename}: cannot read: {reason(exc)}")
 
 
 def expand(paths: Iterable[str]) -> list[str]:
-    """The trace files named by ``paths``, directories expanded, each file once."""
+    """The trace files named by ``paths``, directories expanded, each file once.
+
+    A path named as such is kept whatever it is (``/dev/stdin``, a FIFO: read as
+    a stream); in a directory, only regular files are traces.
+    """
     out: list[str] = []
     seen: set[str] = set()
 
@@ -44,7 +62,8 @@ def expand(paths: Iterable[str]) -> list[str]:
 
         for root, dirs, files in os.walk(path, onerror=_unreadable):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found.extend(os.path.join(root, name) for name in sorted(files) if _is_trace(name))
+            names = (os.path.join(root, name) for name in sorted(files) if _is_trace(name))
+            found.extend(name for name in names if _regular(name))
         if not found:
             suffixes = ", ".join(TRACE_SUFFIXES)
             raise InputError(f"{path}: directory holds no trace files ({suffixes})")

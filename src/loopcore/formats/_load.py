@@ -18,7 +18,17 @@ import numpy.typing as npt
 from ..batch import CallTable, CallTableBuilder
 from ..batch._table import EVENT_FIELDS
 from ._files import InputError, expand, file_size, open_trace, reason
-from ._reader import LOOPCORE, PI, SKIP, FileSummary, Problems, parse
+from ._reader import (
+    LOOPCORE,
+    MAX_LINE_BYTES,
+    PI,
+    SKIP,
+    FileSummary,
+    LineSource,
+    Problems,
+    line_limit,
+    parse,
+)
 from .loopcore import EventReader
 from .pi import PiReader
 
@@ -102,18 +112,22 @@ def _read(
     report: Problems,
     progress: _Progress,
     offset: int,
+    max_line_bytes: int,
 ) -> None:
     stream, raw = open_trace(path)
+    # A pipe or a FIFO has no position (its size is 0 too): the bar then stays where it was.
+    seekable = raw.seekable()
 
     def tick() -> None:
-        progress.update(offset + raw.tell())
+        if seekable:
+            progress.update(offset + raw.tell())
 
     try:
         with stream, raw:
-            lines = enumerate(stream, 1)
+            source = LineSource(stream, max_line_bytes, report)
+            lines = iter(source)
             early: list[tuple[int, dict[str, Any]]] = []
             kind = None
-            number = 0
             for number, line in lines:
                 event = parse(line, number, report)
                 if event is SKIP:
@@ -127,7 +141,8 @@ def _read(
             reader = reader_type(builder, row_lines, report, summary)
             for early_number, event in early:
                 reader.take(early_number, event)
-            summary.lines = max(number, reader.run(lines, tick))
+            reader.run(lines, tick)
+            summary.lines = source.count
             reader.finish()
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{path}: cannot read: {reason(exc)}") from None
@@ -136,9 +151,19 @@ def _read(
 
 
 def load(
-    paths: Iterable[str], *, strict: bool = False, progress: bool = True, err: TextIO
+    paths: Iterable[str],
+    *,
+    strict: bool = False,
+    progress: bool = True,
+    err: TextIO,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> Traces:
-    """Read every trace named by ``paths`` into one table (see ``loopcore.formats``)."""
+    """Read every trace named by ``paths`` into one table (see ``loopcore.formats``).
+
+    A line longer than ``max_line_bytes`` (its line end not counted) is
+    malformed: reported, counted and streamed past without being held.
+    """
+    line_limit(max_line_bytes)
     files = expand(paths)
     builder = CallTableBuilder()
     row_lines: array[int] = array("q")
@@ -151,7 +176,7 @@ def load(
             summary = FileSummary(path, first_row=len(builder))
             summaries.append(summary)
             report = Problems(path, strict, err)
-            _read(path, builder, row_lines, summary, report, bar, offset)
+            _read(path, builder, row_lines, summary, report, bar, offset, max_line_bytes)
             summary.skipped = report.count
             summary.calls = len(builder) - summary.first_row
             offset += size

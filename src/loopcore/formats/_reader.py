@@ -1,8 +1,15 @@
-"""What does every trace reader share? Line parsing, malformed-line reports, a file's counts."""
+"""What does every trace reader share? Line parsing, malformed-line reports, a file's counts.
+
+A file's lines come from ``LineSource``: numbered, and never longer than the
+line limit in memory (a longer line is reported and streamed past, so a gzip
+bomb or ``/dev/zero`` costs bounded memory).
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -10,20 +17,24 @@ from typing import Any, TextIO
 
 from ..batch import CallTableBuilder
 from ._files import InputError
+from ._text import printable
 
 __all__ = [
     "DECODER",
     "LOOPCORE",
+    "MAX_LINE_BYTES",
     "MAX_REPORTS",
     "PI",
     "PROGRESS_EVERY",
     "SKIP",
     "FileSummary",
+    "LineSource",
     "Lines",
     "Problems",
     "Reader",
     "Tick",
     "json_type",
+    "line_limit",
     "parse",
 ]
 
@@ -31,6 +42,10 @@ __all__ = [
 MAX_REPORTS = 20
 #: Lines between two progress updates: often enough for a smooth bar, rare enough to be free.
 PROGRESS_EVERY = 1 << 14
+#: A line longer than this many bytes (its line end not counted) is malformed: ``--max-line-bytes``.
+MAX_LINE_BYTES = 64 << 20
+#: How much of an over-long line is read at a time while streaming past it.
+SKIP_CHUNK = 1 << 20
 
 LOOPCORE = "loopcore"
 PI = "pi"
@@ -63,16 +78,18 @@ class Problems:
 
     def __call__(self, line: int, reason: str) -> None:
         self.count += 1
-        where = f"{self.path}:{line}: {reason}"
+        if not self.strict and self.count > MAX_REPORTS:
+            return  # only counted
+        # Paths and reasons can carry text from the trace (an unknown field's name).
+        where = printable(f"{self.path}:{line}: {reason}")
         if self.strict:
             raise InputError(f"{where} (--strict: stopping at the first malformed line)")
-        if self.count <= MAX_REPORTS:
-            print(where, file=self.err)
+        print(where, file=self.err)
 
     def close(self) -> None:
         hidden = self.count - MAX_REPORTS
         if hidden > 0:
-            print(f"{self.path}: ... {hidden} more malformed lines", file=self.err)
+            print(f"{printable(self.path)}: ... {hidden} more malformed lines", file=self.err)
 
 
 SKIP: Any = object()
@@ -119,6 +136,67 @@ def json_type(value: object) -> str:
 
 Lines = Iterator[tuple[int, bytes]]
 Tick = Callable[[], None]
+
+
+def line_limit(limit: object) -> int:
+    """``limit`` if it is a usable line limit (an ``int`` from 1 below ``sys.maxsize``)."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        shown = f"a {type(limit).__name__}"
+    elif 0 < limit < sys.maxsize:
+        return limit
+    else:
+        shown = str(limit) if limit.bit_length() < 100 else "a larger one"
+    raise ValueError(
+        f"max_line_bytes: expected a positive integer up to {sys.maxsize - 1}, got {shown}"
+    )
+
+
+class LineSource:
+    """A binary stream's lines, numbered from 1; a line longer than ``limit`` is not one of them.
+
+    Each line is read with a bounded ``readline``: one that does not end within
+    ``limit`` bytes (its line end not counted) is reported as malformed, then
+    the rest of it is read ``SKIP_CHUNK`` bytes at a time and dropped. So the
+    memory a line costs is bounded by the limit, whatever the input, and a
+    non-seekable stream (a pipe, a FIFO) reads like a file. An input that never
+    ends (``/dev/zero``) is read for ever, in bounded memory.
+    """
+
+    __slots__ = ("count", "limit", "report", "stream")
+
+    def __init__(self, stream: io.BufferedIOBase, limit: int, report: Problems) -> None:
+        self.stream = stream
+        self.limit = line_limit(limit)
+        self.report = report
+        #: lines read so far, the skipped ones included (final once the lines are exhausted)
+        self.count = 0
+
+    def __iter__(self) -> Lines:
+        readline = self.stream.readline
+        limit = self.limit
+        size = limit + 1  # room for the line end of a line of exactly ``limit`` bytes
+        number = self.count
+        try:
+            while True:
+                line = readline(size)
+                if not line:
+                    return
+                number += 1
+                if len(line) > limit and line[-1] != 10:  # no b"\n" within the limit
+                    self.report(number, f"line longer than {limit} bytes (--max-line-bytes)")
+                    self._skip()
+                    continue
+                yield number, line
+        finally:
+            self.count = number
+
+    def _skip(self) -> None:
+        """Read past the rest of an over-long line, holding at most a chunk of it."""
+        readline = self.stream.readline
+        while True:
+            chunk = readline(SKIP_CHUNK)
+            if not chunk or chunk[-1] == 10:
+                return
 
 
 class Reader:
