@@ -210,8 +210,22 @@ cdef inline int64_t key_hash_of(RingStore self, object key) except? -1:
     return scope_hash(<tuple>key)
 
 
+# A collection can run whenever a new container object is allocated, and the
+# finalisers it runs are host code that may call back into the store. Under the
+# lock, the per-call steps allocate no container (records are built after the
+# lock is released); the steps that must (history, a scan's stats) take the
+# lock with the collector off, and ``no_collection`` covers the rare one in
+# between (a session's second run, the first released key).
+
+
 cdef inline int enter(RingStore self) noexcept:
-    """Take the lock; no collection runs until ``leave`` (a finaliser could call back in)."""
+    """Take the lock (``leave`` releases it); returns 0: the collector was not touched."""
+    acquire(&self.lock)
+    return 0
+
+
+cdef inline int enter_no_collection(RingStore self) noexcept:
+    """Take the lock with the collector off until ``leave``; returns its previous state."""
     acquire(&self.lock)
     return PyGC_Disable()
 
@@ -219,7 +233,8 @@ cdef inline int enter(RingStore self) noexcept:
 cdef inline void leave(RingStore self, int gc_was) noexcept:
     """Release the lock, then drop what was released under it (finalisers may run)."""
     dead = self.dead
-    self.dead = None
+    if dead is not None:
+        self.dead = None
     if gc_was:
         PyGC_Enable()
     release(&self.lock)
@@ -291,7 +306,7 @@ cdef class RingStore:
         cdef Cols c
         cdef int64_t key_hash = key_hash_of(self, key)
         out = []
-        cdef int gc_was = enter(self)
+        cdef int gc_was = enter_no_collection(self)
         try:
             row = row_find(self, key, key_hash)
             if row < 0:
@@ -452,7 +467,7 @@ cdef class RingStore:
 
     cdef object stats(self, Scan *scan):
         """The scan's ``ScanStats``, or None when a name it refers to was forgotten since."""
-        cdef int gc_was = enter(self)
+        cdef int gc_was = enter_no_collection(self)
         try:
             if scan.generation != self.generation:
                 return None
@@ -504,6 +519,11 @@ cdef class RingStore:
         cdef int32_t h = <int32_t>self.history_size
         cdef Cols c
         cdef int64_t key_hash = key_hash_of(self, key)
+        # The record is built once the lock is released (a new container).
+        cdef bint filled = False
+        cdef double ts = 0.0
+        stored_id = None
+        stored_tool = None
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
@@ -527,15 +547,21 @@ cdef class RingStore:
                             c.flag[slot] |= HAS_UNKNOWN
                         c.result[slot] = result_hash
                         c.flag[slot] |= HAS_RESULT
-                        return make_record(
-                            self.names[tool_index], args_hash, slot_id(self, row, slot), key,
-                            c.ts[slot], result_hash, True, unknown,
-                        )
-            now = wall_clock()
-            row_append(
-                self, key, key_hash, row, tool_name, args_hash, call_id, now, result_hash, True,
-                unknown,
-            )
+                        filled = True
+                        stored_tool = self.names[tool_index]
+                        stored_id = slot_id(self, row, slot)
+                        ts = c.ts[slot]
+                        break
+            if not filled:
+                now = wall_clock()
+                row_append(
+                    self, key, key_hash, row, tool_name, args_hash, call_id, now, result_hash,
+                    True, unknown,
+                )
         finally:
             leave(self, gc_was)
+        if filled:
+            return make_record(
+                stored_tool, args_hash, stored_id, key, ts, result_hash, True, unknown
+            )
         return make_record(tool_name, args_hash, call_id, key, now, result_hash, True, unknown)

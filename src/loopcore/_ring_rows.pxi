@@ -185,6 +185,7 @@ cdef int row_append(
 
 
 cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
+    cdef int gc_was
     # Everything that can raise (growing) comes before the first change, so a
     # failure leaves the store as it was.
     session = (<tuple>key)[0]
@@ -213,7 +214,10 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     elif type(entry) is set:
         (<set>entry).add(key)
     else:
+        gc_was = PyGC_Disable()  # a new set: no collection may run under the lock
         self.by_session[session] = {entry, key}
+        if gc_was:
+            PyGC_Enable()
     lru_link_newest(self, row)
     self.live += 1
     return row
@@ -257,11 +261,15 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
 
 
 cdef int bury(RingStore self, object value) except -1:
-    """Keep ``value`` alive until the lock is released (see ``unlock``)."""
+    """Keep ``value`` alive until the lock is released (see ``leave``)."""
     if value is None:
         return 0
+    cdef int gc_was
     if self.dead is None:
+        gc_was = PyGC_Disable()  # a new list: no collection may run under the lock
         self.dead = []
+        if gc_was:
+            PyGC_Enable()
     self.dead.append(value)
     return 0
 
