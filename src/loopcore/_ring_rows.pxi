@@ -313,6 +313,11 @@ cdef int slab_grow(RingStore self, Py_ssize_t capacity) except -1:
     for row in range(capacity - 1, old - 1, -1):
         self.free_rows[self.free_count] = <int32_t>row
         self.free_count += 1
-    self.row_keys.extend([None] * (capacity - old))
+    cdef int gc_was = PyGC_Disable()  # a new list: no collection may run under the lock
+    try:
+        self.row_keys.extend([None] * (capacity - old))
+    finally:
+        if gc_was:
+            PyGC_Enable()
     self.capacity = capacity
     return 0
