@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +273,11 @@ def test_error_message_matches_spec_example() -> None:
     assert "tools.loopDetection.historySize" in message
     assert "positive integer" in message
     assert "-3" in message
+    # The wording of SPEC §11, which names the bound.
+    assert (
+        message
+        == "tools.loopDetection.historySize: expected a positive integer up to 1000000, got -3"
+    )
 
 
 @pytest.mark.parametrize("bad", BAD_THRESHOLDS, ids=repr)
@@ -364,6 +369,198 @@ def test_unknown_nested_key_names_its_block() -> None:
 )
 def test_nested_block_of_wrong_type(block: dict[str, Any], path: str) -> None:
     assert path in _config_error(LoopDetectionConfig.from_mapping, block)
+
+
+# ---------------------------------------------------------------------------
+# Bounds (SPEC §11, §12.6)
+
+BOUND = 1_000_000
+# Every bounded field: its dotted path, and the mapping that sets it as written.
+BOUNDED = [
+    *((f"{ROOT}.{camel}", (lambda v, c=camel: {c: v})) for _, camel in THRESHOLDS),
+    (
+        f"{ROOT}.postCompactionGuard.windowSize",
+        lambda v: {"postCompactionGuard": {"windowSize": v}},
+    ),
+]
+BOUNDED_IDS = [path.rsplit(".", 1)[1] for path, _ in BOUNDED]
+
+
+def _bound_message(path: str, shown: str) -> str:
+    return f"{path}: expected a positive integer up to 1000000, got {shown}"
+
+
+@pytest.mark.parametrize(("path", "block"), BOUNDED, ids=BOUNDED_IDS)
+def test_values_past_the_bound_are_rejected(path: str, block: Callable[[object], Any]) -> None:
+    for value in (BOUND + 1, 2**63, 10**30):
+        message = _config_error(LoopDetectionConfig.from_mapping, block(value))
+        assert message == _bound_message(path, str(value))
+    for value in (0, -3):  # the same wording below the bound
+        message = _config_error(LoopDetectionConfig.from_mapping, block(value))
+        assert message == _bound_message(path, str(value))
+
+
+@pytest.mark.parametrize(("snake", "camel"), THRESHOLDS, ids=[c for _, c in THRESHOLDS])
+def test_direct_construction_past_the_bound_is_rejected(snake: str, camel: str) -> None:
+    message = _config_error(LoopDetectionConfig, **{snake: BOUND + 1})
+    assert message == _bound_message(f"{ROOT}.{camel}", "1000001")
+    message = _config_error(PostCompactionGuardConfig, window_size=BOUND + 1)
+    assert message == _bound_message(f"{ROOT}.postCompactionGuard.windowSize", "1000001")
+
+
+@pytest.mark.parametrize(("path", "block"), BOUNDED, ids=BOUNDED_IDS)
+def test_values_at_the_bound_are_accepted(path: str, block: Callable[[object], Any]) -> None:
+    cfg = LoopDetectionConfig.from_mapping(block(BOUND))
+    assert BOUND in (*dataclasses.astuple(cfg), cfg.post_compaction_guard.window_size)
+
+
+@pytest.mark.parametrize(("path", "block"), BOUNDED, ids=BOUNDED_IDS)
+def test_a_huge_int_is_only_ever_a_config_error(path: str, block: Callable[[object], Any]) -> None:
+    huge = 10**4999  # 5000 digits: past int-to-str's digit limit, repr() would raise
+    message = _config_error(LoopDetectionConfig.from_mapping, block(huge))
+    assert message == _bound_message(path, "an integer of 5000 digits")
+    message = _config_error(LoopDetectionConfig.from_mapping, block(-huge))
+    assert message == _bound_message(path, "a negative integer of 5000 digits")
+    # The same through every entry point that validates a block.
+    _config_error(resolve_config, None, block(huge))
+    _config_error(load_config, {"tools": {"loopDetection": block(huge)}})
+    _config_error(ToolLoopGuard, block(huge))
+
+
+def test_a_huge_int_in_a_setting_is_a_config_error() -> None:
+    huge = 10**4999
+    message = _config_error(with_setting, None, "historySize", huge)
+    assert message == _bound_message(f"{ROOT}.historySize", "an integer of 5000 digits")
+    _config_error(overlay, {}, {"postCompactionGuard.windowSize": huge})
+    _config_error(LoopDetectionConfig, warning_threshold=huge)
+
+
+def test_a_huge_int_in_a_config_file_is_a_config_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, "{tools: {loopDetection: {historySize: " + "9" * 5000 + "}}}")
+    with pytest.raises(ConfigError):
+        load_config(path)
+
+
+def test_a_long_bad_value_is_shortened_past_40_characters() -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"historySize": "x" * 100})
+    shown = "'" + "x" * 36 + "..."
+    assert message == _bound_message(f"{ROOT}.historySize", shown)
+    assert len(shown) == 40
+    # 39 digits are shown as written; 40 and more by their count.
+    message = _config_error(LoopDetectionConfig.from_mapping, {"historySize": 10**39 - 1})
+    assert message == _bound_message(f"{ROOT}.historySize", "9" * 39)
+    message = _config_error(LoopDetectionConfig.from_mapping, {"historySize": 10**39})
+    assert message == _bound_message(f"{ROOT}.historySize", "an integer of 40 digits")
+
+
+def test_bad_values_with_lying_methods_are_described_safely() -> None:
+    class Weird(int):
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+        def __lt__(self, other: object) -> bool:
+            raise RuntimeError("no comparison")
+
+    message = _config_error(LoopDetectionConfig.from_mapping, {"historySize": Weird(0)})
+    assert message == _bound_message(f"{ROOT}.historySize", "0")
+
+    class ClaimsInt:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return int
+
+    assert isinstance(ClaimsInt(), int)
+    message = _config_error(LoopDetectionConfig.from_mapping, {"historySize": ClaimsInt()})
+    assert message == _bound_message(f"{ROOT}.historySize", "ClaimsInt")
+
+
+def test_an_int_subclass_setting_is_stored_as_a_plain_int() -> None:
+    class Five(int):
+        pass
+
+    cfg = LoopDetectionConfig(history_size=Five(40), post_compaction_guard={"windowSize": Five(5)})
+    assert type(cfg.history_size) is int
+    assert cfg.history_size == 40
+    assert type(cfg.post_compaction_guard.window_size) is int
+
+
+def test_repaired_values_may_exceed_the_bound(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="loopcore")
+    cfg = LoopDetectionConfig.from_mapping({"historySize": BOUND, "warningThreshold": BOUND})
+    assert cfg.critical_threshold == BOUND + 1
+    assert cfg.global_circuit_breaker_threshold == BOUND + 2
+    lines = [r.getMessage() for r in _warnings(caplog)]
+    assert lines == [
+        f"{ROOT}.criticalThreshold (20) must exceed warningThreshold (1000000); using 1000001",
+        f"{ROOT}.globalCircuitBreakerThreshold (30) must exceed criticalThreshold (1000001); "
+        "using 1000002",
+        f"{ROOT}.criticalThreshold (1000001) exceeds historySize (1000000): "
+        "that detector can never fire",
+        f"{ROOT}.globalCircuitBreakerThreshold (1000002) exceeds historySize (1000000): "
+        "that detector can never fire",
+    ]
+
+
+def test_settings_over_a_repaired_config_keep_its_values_past_the_bound() -> None:
+    cfg = LoopDetectionConfig.from_mapping({"warningThreshold": BOUND})
+    # Carried over from an accepted config, a repaired value is not "as written".
+    smaller = with_setting(cfg, "historySize", 50)
+    assert smaller.history_size == 50
+    assert smaller.critical_threshold == BOUND + 1
+    assert smaller.global_circuit_breaker_threshold == BOUND + 2
+    assert with_setting(cfg, "warningThreshold", 3).critical_threshold == BOUND + 1
+    # A value the settings give is as written, and bounded.
+    message = _config_error(with_setting, cfg, "criticalThreshold", BOUND + 1)
+    assert message == _bound_message(f"{ROOT}.criticalThreshold", "1000001")
+    # A mapping is as written: its values are bounded.
+    block = {"warningThreshold": BOUND, "criticalThreshold": BOUND + 1}
+    message = _config_error(with_setting, block, "historySize", 50)
+    assert message == _bound_message(f"{ROOT}.criticalThreshold", "1000001")
+
+
+AT_THE_BOUNDS = {
+    "enabled": True,
+    "historySize": BOUND,
+    "warningThreshold": BOUND,
+    "criticalThreshold": BOUND,
+    "unknownToolThreshold": BOUND,
+    "globalCircuitBreakerThreshold": BOUND,
+    "postCompactionGuard": {"windowSize": BOUND},
+}
+
+
+def test_a_config_at_the_bounds_builds_a_working_guard(
+    twin: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A ring costs memory in proportion to the records it holds (SPEC §11), so a store
+    # at historySize 1,000,000 holding one call is small on both twins.
+    caplog.set_level(logging.WARNING, logger="loopcore")
+    cfg = LoopDetectionConfig.from_mapping(AT_THE_BOUNDS)
+    assert (cfg.critical_threshold, cfg.global_circuit_breaker_threshold) == (BOUND + 1, BOUND + 2)
+    guard = ToolLoopGuard(cfg)
+    detector = guard.detector
+    assert isinstance(detector, LoopDetector)
+    assert not detector.check("read", {"path": "a"}).stuck
+    decision = guard.before_call("read", {"path": "a"})
+    assert not decision.blocked
+    assert decision.warning is None
+    guard.arm_post_compaction()
+    record = guard.after_call("read", {"path": "a"}, result="contents")
+    assert record is not None
+    [stored] = detector.history()
+    assert stored.result_hash == record.result_hash is not None
+    assert not detector.check("read", {"path": "a"}).stuck
+    assert len(_warnings(caplog)) == 4  # two repairs, two unreachable thresholds
+    guard.end_run()
+    assert detector.history() == []
+
+    alone = LoopDetector(AT_THE_BOUNDS)
+    assert not alone.check("read", {"path": "a"}).stuck
+    alone.record_call("read", {"path": "a"})
+    alone.record_outcome("read", {"path": "a"}, result="contents")
+    [stored] = alone.history()
+    assert stored.result_hash == record.result_hash
+    assert not alone.check("read", {"path": "a"}).stuck
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopcore import UNSET, LoopDetector, hash_outcome
+from loopcore import UNSET, LoopDetector, ToolLoopGuard, hash_outcome
 
 # Runs on both twins (see conftest).
 pytestmark = pytest.mark.usefixtures("twin")
@@ -240,6 +240,132 @@ def test_unrelated_errors_name_no_tool(text: str) -> None:
 def test_unknown_tool_text_in_result_is_not_an_error() -> None:
     assert hash_outcome("tool", {}, result="unknown tool: foo")[1] is None
     assert hash_outcome("tool", {}, result=tr({}, "unknown tool: foo"))[1] is None
+
+
+# --- rule 1: hostile error values and bounded work (SPEC §11) -----------------------
+
+
+class ClaimsStr:
+    """Not a str, but ``isinstance`` believes its ``__class__``."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+    def __str__(self) -> str:
+        return "unknown tool: foo"
+
+    def __repr__(self) -> str:
+        return "ClaimsStr()"
+
+
+class ClaimsException:
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return ValueError
+
+    def __str__(self) -> str:
+        return "boom"
+
+    def __repr__(self) -> str:
+        return "ClaimsException()"
+
+
+def _canonical_error_hash(value: object) -> int:
+    from loopcore import _fingerprint
+    from loopcore._outcome_py import ERROR_DOMAIN
+
+    return _fingerprint.fingerprint(value, ERROR_DOMAIN)
+
+
+def test_error_whose_class_claims_str_is_treated_by_its_real_type() -> None:
+    liar = ClaimsStr()
+    assert isinstance(liar, str)  # what the error branch must not trust
+    error_hash, unknown = err(liar)
+    assert error_hash == _canonical_error_hash(liar)  # "anything else": canonically
+    assert unknown is None  # not a text, so no unknown-tool name
+    assert error_hash != err("unknown tool: foo")[0]
+
+
+def test_error_whose_class_claims_an_exception_is_treated_by_its_real_type() -> None:
+    liar = ClaimsException()
+    assert isinstance(liar, BaseException)
+    assert err(liar) == (_canonical_error_hash(liar), None)
+    assert err(liar) != err("boom")
+
+
+def test_exception_whose_class_claims_str_is_still_an_exception() -> None:
+    class Lying(Exception):
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return str
+
+    assert err(Lying("unknown tool: bar")) == err("unknown tool: bar")
+    assert err(Lying()) == err("Lying")
+
+
+def test_error_claiming_str_is_recorded_through_the_hook() -> None:
+    guard = ToolLoopGuard({"enabled": True})
+    liar = ClaimsStr()
+    guard.before_call("tool", {})
+    record = guard.after_call("tool", {}, error=liar)
+    assert record is not None
+    assert record.result_hash == err(liar)[0]
+    assert record.unknown_tool_name is None
+    [stored] = guard.detector.history()
+    assert stored.result_hash == err(liar)[0]
+
+
+def test_str_subclass_error_is_its_text_whatever_its_methods_do() -> None:
+    class Odd(str):
+        def __getitem__(self, index: Any) -> str:
+            raise RuntimeError("no slicing")
+
+        def __len__(self) -> int:
+            raise RuntimeError("no length")
+
+    assert err(Odd("unknown tool: foo")) == err("unknown tool: foo")
+
+
+def test_number_too_long_for_str_is_still_an_error() -> None:
+    huge = 10**5000  # beyond int-to-str's digit limit: str() raises ValueError
+    error_hash, unknown = err(huge)
+    assert error_hash == _canonical_error_hash(huge)
+    assert unknown is None
+    assert err(huge) != err(huge + 1)
+    assert err(7) == err("7")  # numbers str() can write are still their text
+
+
+def test_unknown_tool_extraction_reads_at_most_4096_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loopcore import _outcome_py
+
+    seen: list[int] = []
+    real = _outcome_py.unknown_tool_name
+
+    def spy(text: str) -> str | None:
+        seen.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(_outcome_py, "unknown_tool_name", spy)
+    huge = "x" * 50_000_000
+    assert err(huge)[1] is None
+    assert err(RuntimeError(huge))[1] is None
+    assert seen == [4096, 4096]
+    # The hash still covers the whole text.
+    assert err(huge + "a")[0] != err(huge + "b")[0]
+
+
+def test_unknown_tool_named_past_4096_characters_is_not_extracted() -> None:
+    phrase = "unknown tool: foo"
+    before = " " * (4096 - len(phrase)) + phrase + " " * 10_000
+    after = " " * 4096 + phrase
+    assert err(before)[1] == "foo"
+    assert err(ValueError(before))[1] == "foo"
+    assert err(after)[1] is None
+    assert err(ValueError(after))[1] is None
+    assert err(after)[0] != err(" " * 4096)[0]
 
 
 # --- rule 3: plain results -----------------------------------------------------------

@@ -586,7 +586,7 @@ def test_config_file_agent_override_and_set(tmp_path: Path, replay: Replay) -> N
         (
             ["--set", "warningThreshold=x"],
             "--set warningThreshold=x: tools.loopDetection.warningThreshold: "
-            "expected a positive integer, got 'x'",
+            "expected a positive integer up to 1000000, got 'x'",
         ),
         (["--set", "warningTreshold=3"], "did you mean 'warningThreshold'?"),
         (["--agent", "ops"], "--agent: needs --config FILE"),

@@ -400,12 +400,17 @@ def test_absurd_window_sizes_answer_like_the_longest_useful_one() -> None:
         for i in range(60)
     ]
     sane = scan(trace, {"enabled": True, "historySize": 1_000})
-    for history in (2**62, 10**20):
-        huge = scan(trace, {"enabled": True, "historySize": history})
-        assert np.array_equal(huge.level, sane.level)
-        assert np.array_equal(huge.count, sane.count)
+    # The largest window a config accepts (SPEC §11) answers like any longer-than-the-trace one.
+    huge = scan(trace, {"enabled": True, "historySize": 1_000_000})
+    assert np.array_equal(huge.level, sane.level)
+    assert np.array_equal(huge.count, sane.count)
+    for history in (2**62, 10**20):  # past the bound: a config error, never a wrong count
+        with pytest.raises(loopcore.ConfigError, match="up to 1000000"):
+            scan(trace, {"enabled": True, "historySize": history})
     compacted = [{"type": "compaction"}, {"tool": "a", "args": {}}, {"tool": "a", "args": {}}]
-    assert not scan(compacted, {"postCompactionGuard": {"windowSize": 10**20}}).aborted.any()
+    assert not scan(compacted, {"postCompactionGuard": {"windowSize": 1_000_000}}).aborted.any()
+    with pytest.raises(loopcore.ConfigError, match="windowSize"):
+        scan(compacted, {"postCompactionGuard": {"windowSize": 10**20}})
     assert scan(compacted, {"postCompactionGuard": {"windowSize": 2}}).aborted.tolist() == [
         False,
         True,

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,22 +44,79 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+#: The largest ``historySize``, threshold or guard window a config accepts as written
+#: (SPEC §11); an ordering repair may go past it (SPEC §12.6).
+MAX_SETTING = 1_000_000
+
+#: How long a bad value may be shown in an error message before it is shortened.
+_SHOWN_CHARS = 40
+
+#: Settings carried over from an already accepted config by ``with_settings``, by dotted
+#: path: a repaired value among them may exceed ``MAX_SETTING`` (SPEC §12.6).
+_ACCEPTED: ContextVar[Mapping[str, int] | None] = ContextVar("loopcore_accepted", default=None)
+
+
+def _type_name(cls: type) -> str:
+    """A class's own ``__name__``: a metaclass cannot make it lie or raise."""
+    name: str = type.__dict__["__name__"].__get__(cls, type)
+    return name
+
+
+def _digits(number: int) -> int:
+    """How many decimal digits ``number`` (positive) has, without converting it to text."""
+    # floor(log10(2 ** (bits - 1))) + 1, with log10(2) rounded down: never too many.
+    count = (number.bit_length() - 1) * 3010299956 // 10**10 + 1
+    while 10**count <= number:
+        count += 1
+    return count
+
+
+def _describe_int(value: int) -> str:
+    # Past 39 digits (and past int-to-str's digit limit, where repr raises) the value is
+    # described by its length: the digits are never all converted.
+    if -(10**39) < value < 10**39:
+        return int.__repr__(value)
+    sign = "a negative" if value < 0 else "an"
+    return f"{sign} integer of {_digits(-value if value < 0 else value)} digits"
+
+
 def _describe(value: object) -> str:
-    """A bad value as an error message shows it: scalars by repr, containers by type."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """A bad value as an error message shows it: scalars by repr, containers by type.
+
+    Decided by the real type, with the base type's own repr, so that no value can make
+    an error message raise; shown at most 40 characters long.
+    """
+    cls = type(value)
+    if value is None or cls is bool:
         text = repr(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-    return type(value).__name__
+    elif issubclass(cls, int):
+        text = _describe_int(int.__index__(value))  # type: ignore[arg-type]
+    elif issubclass(cls, str):
+        text = str.__repr__(value)
+    elif issubclass(cls, float):
+        text = float.__repr__(value)
+    else:
+        return _type_name(cls)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
 def _positive_int(path: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{path}: expected a positive integer, got {_describe(value)}")
-    return value
+    """A positive integer up to ``MAX_SETTING``, as a plain ``int``; else ``ConfigError``."""
+    cls = type(value)
+    if cls is not bool and issubclass(cls, int):
+        number = int.__index__(value)  # type: ignore[arg-type]
+        if 1 <= number <= MAX_SETTING:
+            return number
+        accepted = _ACCEPTED.get()
+        if number > MAX_SETTING and accepted is not None and accepted.get(path) == number:
+            return number
+    raise ConfigError(
+        f"{path}: expected a positive integer up to {MAX_SETTING}, got {_describe(value)}"
+    )
 
 
 def _boolean(path: str, value: object) -> bool:
-    if not isinstance(value, bool):
+    if type(value) is not bool:
         raise ConfigError(f"{path}: expected true or false, got {_describe(value)}")
     return value
 
@@ -111,7 +169,8 @@ class PostCompactionGuardConfig:
     window_size: int = 3
 
     def __post_init__(self) -> None:
-        _positive_int(f"{GLOBAL_PATH}.postCompactionGuard.windowSize", self.window_size)
+        window = _positive_int(f"{GLOBAL_PATH}.postCompactionGuard.windowSize", self.window_size)
+        object.__setattr__(self, "window_size", window)
 
     @classmethod
     def from_mapping(
@@ -150,7 +209,9 @@ class LoopDetectionConfig:
         if self.enabled is not None:
             _boolean(f"{GLOBAL_PATH}.enabled", self.enabled)
         for name in _THRESHOLDS:
-            _positive_int(f"{GLOBAL_PATH}.{_camel(name)}", getattr(self, name))
+            # Stored as a plain int: an int subclass's own methods never run later.
+            value = _positive_int(f"{GLOBAL_PATH}.{_camel(name)}", getattr(self, name))
+            object.__setattr__(self, name, value)
         # Nested blocks may be given as mappings; from_mapping rejects anything else.
         if not isinstance(self.detectors, DetectorSwitches):
             object.__setattr__(self, "detectors", DetectorSwitches.from_mapping(self.detectors))
@@ -226,7 +287,7 @@ def _nested(name: str, block: object, path: str) -> dict[str, Any]:
     values = _canonical_keys(block, path, _NESTED[name])
     check = _boolean if name == "detectors" else _positive_int
     for inner, value in values.items():
-        check(f"{path}.{inner}", value)
+        values[inner] = check(f"{path}.{inner}", value)
     return values
 
 
@@ -241,7 +302,7 @@ def _validated(block: object, path: str) -> dict[str, Any]:
         elif name in _NESTED:
             values[name] = _nested(name, value, sub)
         else:
-            _positive_int(sub, value)
+            values[name] = _positive_int(sub, value)
     return values
 
 
@@ -325,8 +386,22 @@ def with_settings(
     apply before any repair; a ``LoopDetectionConfig`` has already been repaired,
     so they apply to its effective values.
     """
-    block = config_mapping(base) if isinstance(base, LoopDetectionConfig) else base
-    return LoopDetectionConfig.from_mapping(overlay(block, settings))
+    if not isinstance(base, LoopDetectionConfig):
+        return LoopDetectionConfig.from_mapping(overlay(base, settings))
+    block = config_mapping(base)
+    # Its values were accepted already, and a repaired one may exceed the bounds (SPEC
+    # §12.6): carried over unchanged, it is not rejected. A value the settings give is.
+    named = {key.partition(".")[0] for key in settings if isinstance(key, str)}
+    accepted = {
+        f"{GLOBAL_PATH}.{name}": value
+        for name, value in block.items()
+        if type(value) is int and name not in named and _snake(name) not in named
+    }
+    token = _ACCEPTED.set(accepted)
+    try:
+        return LoopDetectionConfig.from_mapping(overlay(block, settings))
+    finally:
+        _ACCEPTED.reset(token)
 
 
 def with_setting(

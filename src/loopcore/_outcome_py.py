@@ -159,17 +159,43 @@ def unknown_tool_name(text: str) -> str | None:
     return name or None
 
 
+#: How much of an error text the unknown-tool extraction reads (SPEC §11): the regex
+#: never runs over a huge text; the hash still covers all of it.
+UNKNOWN_TOOL_SCAN_CHARS: Final = 4096
+
+
+def _exact_str(text: str) -> str:
+    """``text`` as an exact ``str``: a subclass's own methods never run on it again."""
+    return text if type(text) is str else str.__str__(text)
+
+
+def _type_name(cls: type) -> str:
+    """The class's own ``__name__``, which a metaclass cannot make lie or raise."""
+    name: str = type.__dict__["__name__"].__get__(cls, type)
+    return name
+
+
 def _error_text(error: object) -> object:
-    if isinstance(error, BaseException):
+    """The text an error is hashed by, or the error itself when it has none (SPEC §2 rule 1).
+
+    Decided by the real type: ``isinstance`` would believe an object whose
+    ``__class__`` claims ``str`` or an exception class (SPEC §11).
+    """
+    cls = type(error)
+    if issubclass(cls, BaseException):
         try:
             message = str(error)
         except Exception:
             message = ""
-        return message or type(error).__name__
-    if isinstance(error, str):
-        return error
-    if isinstance(error, (bool, int, float)):
-        return str(error)
+        return _exact_str(message) or _type_name(cls)
+    if issubclass(cls, str):
+        return _exact_str(error)  # type: ignore[arg-type]
+    if issubclass(cls, (bool, int, float)):
+        try:
+            return _exact_str(str(error))
+        except Exception:
+            # An int past str()'s digit limit, or a subclass whose __str__ raises.
+            return error
     return error
 
 
@@ -345,7 +371,9 @@ def hash_outcome(
     check_tool_name(tool_name)
     if error is not UNSET and error is not None:
         text = _error_text(error)
-        unknown = unknown_tool_name(text) if isinstance(text, str) else None
+        unknown = None
+        if type(text) is str:
+            unknown = unknown_tool_name(text[:UNKNOWN_TOOL_SCAN_CHARS])
         return _fingerprint.fingerprint(text, ERROR_DOMAIN), unknown
     if result is UNSET:
         return None, None
