@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import threading
+import types
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from ._outcome import (
 from ._percall_py import GuardCalls
 from ._records import ScanStats
 from ._rules import COMPACTION_LOOP_PERSISTED, Verdicts, alarm_thresholds
-from ._scopes import ScopeKey, ScopeTable, scope_key
+from ._scopes import ScopeKey, ScopeLock, ScopeTable, scope_key
 
 __all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
 
@@ -80,6 +80,35 @@ class ToolLoopBlocked(Exception):
         return (type(self), (self.verdict, self.reason))
 
 
+def _is_async_callable(fn: object) -> bool:
+    """Is ``fn`` async, even in disguise (SPEC §11)?
+
+    A coroutine function, an object whose ``__call__`` is one, or a
+    ``functools.partial`` (nested or not) of either.
+    """
+    while issubclass(type(fn), functools.partial):
+        fn = fn.func  # type: ignore[attr-defined]
+    if inspect.iscoroutinefunction(fn):
+        return True
+    try:
+        # What calling ``fn`` runs: its type's ``__call__`` (a metaclass's, for a class).
+        call = getattr(type(fn), "__call__", None)  # noqa: B004
+    except Exception:
+        return False
+    return inspect.iscoroutinefunction(call)
+
+
+def _is_awaitable(value: object) -> bool:
+    """Can ``value`` be awaited? Decided by its real type: a result's ``__class__`` may lie."""
+    cls = type(value)
+    if cls is types.GeneratorType:  # a @types.coroutine generator
+        return bool(value.gi_code.co_flags & inspect.CO_ITERABLE_COROUTINE)  # type: ignore[attr-defined]
+    try:
+        return issubclass(cls, Awaitable)
+    except Exception:
+        return False
+
+
 class _ScopeState:
     """Per-scope hook state: warnings already shown, and the post-compaction guard."""
 
@@ -129,7 +158,7 @@ class ToolLoopGuard(GuardCalls):
         self._states: ScopeTable[_ScopeState] = ScopeTable(max_scopes)
         # Scopes whose guard is armed: after_call skips all guard work while empty.
         self._armed_guards: dict[ScopeKey, PostCompactionGuard] = {}
-        self._lock = threading.Lock()
+        self._lock = ScopeLock()
         self._scope: ContextVar[ScopeKey] = ContextVar(
             f"loopcore.scope.{id(self):x}", default=(None, None)
         )
@@ -187,14 +216,14 @@ class ToolLoopGuard(GuardCalls):
         key = scope_key(session, run_id)
         self._detector.end_run(session=key[0], run_id=key[1])
         with self._lock:
-            self._states.pop(key)
+            self._states.pop(key, self._lock)
             self._armed_guards.pop(key, None)
 
     def end_session(self, session: Hashable) -> None:
         """Forget every run of ``session``."""
         self._detector.end_session(session)
         with self._lock:
-            self._states.pop_session(session)
+            self._lock.bury(*self._states.pop_session(session))
             for key in [key for key in self._armed_guards if key[0] == session]:
                 del self._armed_guards[key]
 
@@ -216,7 +245,13 @@ class ToolLoopGuard(GuardCalls):
     def wrap(self, fn: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
 
     def wrap(self, fn: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
-        """Guard a sync or async tool function; blocked calls raise ToolLoopBlocked."""
+        """Guard a sync or async tool function; blocked calls raise ToolLoopBlocked.
+
+        ``fn`` is async when it is a coroutine function, an object whose
+        ``__call__`` is one, or a ``functools.partial`` of either: the wrapper is
+        then a coroutine function. A sync ``fn`` that returns an awaitable gets
+        an awaitable back, which records the awaited outcome.
+        """
         if fn is None:
             return lambda f: self.wrap(f, name=name)
         if not callable(fn):
@@ -236,18 +271,34 @@ class ToolLoopGuard(GuardCalls):
                 raise ToolLoopBlocked(decision.verdict, decision.reason)
             return key
 
-        if inspect.iscoroutinefunction(fn):
+        def failed(key: ScopeKey, call_args: dict[str, Any], exc: Exception) -> None:
+            self.after_call(tool_name, call_args, error=exc, session=key[0], run_id=key[1])
+
+        def returned(key: ScopeKey, call_args: dict[str, Any], result: Any) -> None:
+            self.after_call(tool_name, call_args, result=result, session=key[0], run_id=key[1])
+
+        async def settle(key: ScopeKey, call_args: dict[str, Any], pending: Any) -> Any:
+            """Await what a sync ``fn`` returned and record that outcome, not the awaitable."""
+            try:
+                result = await pending
+            except Exception as exc:
+                failed(key, call_args, exc)
+                raise
+            returned(key, call_args, result)
+            return result
+
+        if _is_async_callable(fn):
 
             @functools.wraps(fn)
             async def guarded_async(*args: Any, **kwargs: Any) -> Any:
                 call_args = bound(args, kwargs)
-                session, run_id = start(call_args)
+                key = start(call_args)
                 try:
                     result = await fn(*args, **kwargs)
                 except Exception as exc:
-                    self.after_call(tool_name, call_args, error=exc, session=session, run_id=run_id)
+                    failed(key, call_args, exc)
                     raise
-                self.after_call(tool_name, call_args, result=result, session=session, run_id=run_id)
+                returned(key, call_args, result)
                 return result
 
             return guarded_async  # type: ignore[return-value]
@@ -255,13 +306,15 @@ class ToolLoopGuard(GuardCalls):
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             call_args = bound(args, kwargs)
-            session, run_id = start(call_args)
+            key = start(call_args)
             try:
                 result = fn(*args, **kwargs)
             except Exception as exc:
-                self.after_call(tool_name, call_args, error=exc, session=session, run_id=run_id)
+                failed(key, call_args, exc)
                 raise
-            self.after_call(tool_name, call_args, result=result, session=session, run_id=run_id)
+            if _is_awaitable(result):
+                return settle(key, call_args, result)
+            returned(key, call_args, result)
             return result
 
         return guarded  # type: ignore[return-value,unused-ignore]
@@ -327,8 +380,10 @@ class ToolLoopGuard(GuardCalls):
         state = self._states.get(key)
         if state is None:
             state = _ScopeState()
-            for evicted in self._states.put(key, state):
-                self._armed_guards.pop(evicted, None)
+            evicted = self._states.put(key, state)
+            self._lock.bury(*evicted)
+            for old in evicted:
+                self._armed_guards.pop(old, None)
         return state
 
     def _first_warning(self, key: ScopeKey, verdict: Verdict) -> bool:

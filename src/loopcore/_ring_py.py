@@ -11,14 +11,13 @@ compiled twin keeps the same contract over one slab of fixed-width rows.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from ._records import CallRecord, ScanStats
-from ._scopes import ScopeKey, ScopeTable
+from ._scopes import ScopeKey, ScopeLock, ScopeTable
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
@@ -126,7 +125,9 @@ class RingStore:
             raise ValueError(f"history_size: expected a positive integer, got {history_size!r}")
         self.history_size = history_size
         self._rings: ScopeTable[deque[list[Any]]] = ScopeTable(max_scopes)
-        self._lock = threading.Lock()
+        # Store operations are compound (LRU touch, eviction, in-place fill): one
+        # lock keeps them consistent across threads, and no host code runs under it.
+        self._lock = ScopeLock()
 
     def __len__(self) -> int:
         return len(self._rings)
@@ -204,11 +205,13 @@ class RingStore:
 
     def drop(self, key: ScopeKey) -> bool:
         with self._lock:
-            return self._rings.pop(key) is not None
+            return self._rings.pop(key, self._lock) is not None
 
     def drop_session(self, session: Hashable) -> int:
         with self._lock:
-            return self._rings.pop_session(session)
+            keys = self._rings.pop_session(session)
+            self._lock.bury(*keys)
+        return len(keys)
 
     def _scan(self, key: ScopeKey, tool_name: str, args_hash: int) -> ScanStats:
         ring = self._rings.get(key)
@@ -220,5 +223,5 @@ class RingStore:
         ring = self._rings.get(key)
         if ring is None:
             ring = deque(maxlen=self.history_size)
-            self._rings.put(key, ring)
+            self._lock.bury(*self._rings.put(key, ring))
         ring.append(record)

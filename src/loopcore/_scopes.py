@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["ScopeKey", "ScopeTable", "scope_key"]
+__all__ = ["ScopeKey", "ScopeLock", "ScopeTable", "scope_key"]
 
 ScopeKey = tuple[Hashable, "str | None"]
 V = TypeVar("V")
@@ -70,18 +72,22 @@ class ScopeTable(Generic[V]):
         self._by_session.setdefault(key[0], set()).add(key)
         return evicted
 
-    def pop(self, key: ScopeKey) -> V | None:
+    def pop(self, key: ScopeKey, lock: ScopeLock | None = None) -> V | None:
+        """Remove ``key``'s entry; ``lock`` keeps the stored key until it is released."""
+        if lock is not None:
+            stored = next((k for k in self._by_session.get(key[0], ()) if k == key), None)
+            lock.bury(stored)
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._unindex(key)
         return entry
 
-    def pop_session(self, session: Hashable) -> int:
-        """Drop every scope of ``session``; returns how many were dropped."""
-        keys = self._by_session.pop(session, ())
+    def pop_session(self, session: Hashable) -> list[ScopeKey]:
+        """Drop every scope of ``session``; returns the keys dropped."""
+        keys = list(self._by_session.pop(session, ()))
         for key in keys:
             del self._entries[key]
-        return len(keys)
+        return keys
 
     def _unindex(self, key: ScopeKey) -> None:
         keys = self._by_session.get(key[0])
@@ -89,3 +95,40 @@ class ScopeTable(Generic[V]):
             keys.discard(key)
             if not keys:
                 del self._by_session[key[0]]
+
+
+class ScopeLock:
+    """A lock under which no host code runs, for the per-scope tables.
+
+    A collection can run on any allocation, and the finalisers it runs are host
+    code that may call back into the guard: the cyclic collector is off while
+    the lock is held. Objects the tables let go of under the lock (scope keys,
+    whose sessions may have finalisers) are ``bury``-ed and dropped only once
+    it is released. Not re-entrant: nothing that runs under it calls out.
+    """
+
+    __slots__ = ("_dead", "_lock", "_was_enabled")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._was_enabled = False
+        self._dead: list[Any] = []
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._was_enabled = gc.isenabled()
+        if self._was_enabled:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        dead = self._dead
+        if dead:
+            self._dead = []
+        if self._was_enabled:
+            gc.enable()
+        self._lock.release()
+        del dead  # with the lock released: finalisers may call back in
+
+    def bury(self, *objects: object) -> None:
+        """Keep ``objects`` alive until the lock is released (caller holds it)."""
+        self._dead.extend(objects)
