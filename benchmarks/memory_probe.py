@@ -1,11 +1,11 @@
 """How much resident memory do live scopes take? Measured in a fresh process (workload 4).
 
-``python benchmarks/memory_probe.py LEG SCOPES HISTORY [ids]`` builds the leg's
-detector (twin selected as in the benchmarks), records HISTORY calls in each of
-SCOPES scopes (``record_call`` of the typical ``read`` call, so every ring is
-full; with ``ids``, each call with its own 29-character ``tool_call_id``, as
-gateways send them), and prints one JSON object: the resident-set growth and
-bytes per scope.
+``python benchmarks/memory_probe.py LEG SCOPES HISTORY [ids] [calls=N]`` builds
+the leg's detector (twin selected as in the benchmarks), records HISTORY calls
+(or N) in each of SCOPES scopes (``record_call`` of the typical ``read`` call,
+so by default every ring is full; with ``ids``, each call with its own
+29-character ``tool_call_id``, as gateways send them), and prints one JSON
+object: the resident-set growth and bytes per scope.
 RSS is VmRSS from /proc/self/status; elsewhere the growth of
 ``resource.getrusage(...).ru_maxrss``. Run ids and args are built before the
 first reading: they belong to the host, not to the detector (so do the call ids).
@@ -36,7 +36,9 @@ def rss_bytes() -> tuple[int, str]:
 
 def main(argv: list[str]) -> int:
     leg, scopes, history = argv[1], int(argv[2]), int(argv[3])
-    with_ids = argv[4:] == ["ids"]
+    options = argv[4:]
+    with_ids = "ids" in options
+    calls = next((int(o[6:]) for o in options if o.startswith("calls=")), history)
     from twins import use_twin
     from workloads import TOOL, make_detector, read_args
 
@@ -44,9 +46,9 @@ def main(argv: list[str]) -> int:
     run_ids = [f"run-{k}" for k in range(scopes)]
     # OpenAI-style ids ("call_" and 24 characters), unique per call.
     call_ids = (
-        [[f"call_{k:012x}{j:012x}" for j in range(history)] for k in range(scopes)]
+        [[f"call_{k:012x}{j:012x}" for j in range(calls)] for k in range(scopes)]
         if with_ids
-        else [[None] * history] * scopes
+        else [[None] * calls] * scopes
     )
     with use_twin(leg):
         detector = make_detector(
@@ -58,13 +60,13 @@ def main(argv: list[str]) -> int:
         before, method = rss_bytes()
         started = time.perf_counter()
         for run_id, ids in zip(run_ids, call_ids, strict=True):
-            for j in range(history):
+            for j in range(calls):
                 detector.record_call(TOOL, args[j % 50], ids[j], run_id=run_id)
         elapsed = time.perf_counter() - started
         gc.collect()
         after, _ = rss_bytes()
-        assert len(detector.history(run_id=run_ids[0])) == history
-        assert len(detector.history(run_id=run_ids[-1])) == history
+        assert len(detector.history(run_id=run_ids[0])) == min(calls, history)
+        assert len(detector.history(run_id=run_ids[-1])) == min(calls, history)
     delta = after - before
     print(
         json.dumps(
@@ -73,11 +75,12 @@ def main(argv: list[str]) -> int:
                 "scopes": scopes,
                 "history": history,
                 "call_ids": with_ids,
+                "calls": calls,
                 "method": method,
                 "rss_before": before,
                 "rss_after": after,
                 "bytes_per_scope": delta / scopes,
-                "bytes_per_record": delta / scopes / history,
+                "bytes_per_record": delta / scopes / min(calls, history),
                 "fill_seconds": elapsed,
             }
         )

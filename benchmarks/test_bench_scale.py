@@ -77,3 +77,25 @@ def test_memory_per_scope(leg: str, figures: Figures, ids: bool) -> None:
         "B",
     )
     print(json.dumps(report))
+
+
+@pytest.mark.parametrize("history", [30, 1000], ids=lambda h: f"history{h}")
+def test_memory_of_one_call_scopes(leg: str, figures: Figures, history: int) -> None:
+    # A scope costs what it holds, not what it could hold (20,000 one-call scopes).
+    done = subprocess.run(
+        [sys.executable, str(PROBE), leg, "20000", str(history), "calls=1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"memory probe for the {leg} leg failed:\n{done.stderr}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    figures.add(
+        f"memory: 20,000 one-call scopes, history {history} (per scope)",
+        leg,
+        report["bytes_per_scope"],
+        "B",
+    )
+    print(json.dumps(report))
