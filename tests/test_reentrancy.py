@@ -3,10 +3,10 @@
 Each scenario runs in a subprocess with a timeout, since a deadlock would hang
 the suite: the garbage collector running ``weakref.finalize`` callbacks of
 sessions held in reference cycles (``gc.set_threshold(1)``: a collection on
-almost every allocation, inside loopcore's steps too), and the finaliser of a
-session key that LRU eviction releases, both calling the guard. Not covered yet
-(documented in the README): a session's own ``__eq__`` / ``__hash__`` calling
-the guard.
+almost every allocation, inside loopcore's steps too), the finaliser of a
+session key that LRU eviction releases, and a session whose own ``__eq__`` /
+``__hash__`` call the guard. Each deadlocked before loopcore kept host code out
+of its locks.
 """
 
 from __future__ import annotations
@@ -90,3 +90,62 @@ def test_a_session_released_by_eviction_may_call_the_guard_from_its_finaliser(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_session_whose_eq_and_hash_call_the_guard_completes(twin: str) -> None:
+    done = run(
+        twin,
+        """
+        class Session:
+            def __init__(self, n):
+                self.n = n
+            def __eq__(self, other):
+                guard.before_call("probe", {"in": "eq"}, session="other")
+                return isinstance(other, Session) and other.n == self.n
+            def __hash__(self):
+                guard.detector.history(session="other")
+                return hash(self.n)
+        for round in range(3):
+            for n in range(5):  # equal, never identical, objects each time
+                guard.before_call("read", {"n": n}, session=Session(n), run_id="r")
+                guard.after_call("read", {"n": n}, result=n, session=Session(n), run_id="r")
+        history = guard.detector.history(session=Session(2), run_id="r")
+        assert len(history) == 3, history
+        assert all(type(r.session) is Session and r.session.n == 2 for r in history)
+        guard.arm_post_compaction(session=Session(2), run_id="r")
+        guard.end_session(Session(2))
+        assert guard.detector.history(session=Session(2), run_id="r") == []
+        assert len(guard.detector.history(session=Session(3), run_id="r")) == 3
+        print("ok")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
+@pytest.mark.usefixtures("twin")
+def test_records_and_events_carry_the_hosts_own_session_object() -> None:
+    from loopcore import LoopEvent, ToolLoopGuard
+
+    class Session:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Session) and other.n == self.n
+
+        def __hash__(self) -> int:
+            return hash(self.n)
+
+    events: list[LoopEvent] = []
+    guard = ToolLoopGuard({"enabled": True, "warningThreshold": 2}, on_event=events.append)
+    first = Session(1)
+    for _ in range(3):
+        guard.before_call("read", {}, session=Session(1))
+        guard.after_call("read", {}, result="same", session=Session(1))
+    records = guard.detector.history(session=first)
+    assert len(records) == 3
+    assert all(type(r.session) is Session and r.session == first for r in records)
+    assert events
+    assert all(type(e.session) is Session and e.session == first for e in events)

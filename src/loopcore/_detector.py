@@ -84,8 +84,8 @@ class LoopDetector(DetectorCalls):
 
     def end_session(self, session: Hashable) -> None:
         """Forget the history of every run of ``session``."""
-        scope_key(session, None)
-        self._store.drop_session(session)
+        # The session as the store holds it (a host object: its SessionRef).
+        self._store.drop_session(scope_key(session, None)[0])
 
 
 LoopDetector.__signature__ = _percall.init_signature(LoopDetector)  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ from ._outcome import (
 from ._percall_py import GuardCalls
 from ._records import ScanStats
 from ._rules import COMPACTION_LOOP_PERSISTED, Verdicts, alarm_thresholds
-from ._scopes import ScopeKey, ScopeLock, ScopeTable, scope_key
+from ._scopes import ScopeKey, ScopeLock, ScopeTable, scope_key, session_of
 
 __all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
 
@@ -201,7 +201,7 @@ class ToolLoopGuard(GuardCalls):
         self._emit(
             LoopEvent(
                 "guard_armed",
-                key[0],
+                session_of(key),
                 key[1],
                 "",
                 None,
@@ -222,9 +222,10 @@ class ToolLoopGuard(GuardCalls):
     def end_session(self, session: Hashable) -> None:
         """Forget every run of ``session``."""
         self._detector.end_session(session)
+        held = scope_key(session, None)[0]  # as the tables hold it
         with self._lock:
-            self._lock.bury(*self._states.pop_session(session))
-            for key in [key for key in self._armed_guards if key[0] == session]:
+            self._lock.bury(*self._states.pop_session(held))
+            for key in [key for key in self._armed_guards if key[0] == held]:
                 del self._armed_guards[key]
 
     # -- wrapping tool functions -----------------------------------------------------------
@@ -363,7 +364,7 @@ class ToolLoopGuard(GuardCalls):
             self._emit(
                 LoopEvent(
                     "compaction_abort",
-                    key[0],
+                    session_of(key),
                     key[1],
                     tool_name,
                     COMPACTION_LOOP_PERSISTED,
@@ -411,13 +412,13 @@ class ToolLoopGuard(GuardCalls):
             tool_name,
             verdict.detector,
             verdict.count,
-            key[0],
+            session_of(key),
             key[1],
         )
         self._emit(
             LoopEvent(
                 kind,
-                key[0],
+                session_of(key),
                 key[1],
                 tool_name,
                 verdict.detector,

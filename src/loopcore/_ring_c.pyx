@@ -32,6 +32,7 @@ from ._fingerprint_c cimport str_hash
 import dataclasses
 
 from ._records import CallRecord, ScanStats
+from ._scopes import SessionRef
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
@@ -147,15 +148,18 @@ cdef object make_record(
 ):
     cdef object result = result_hash if has_result else None
     cdef tuple key_tuple = <tuple>key
+    session = key_tuple[0]
+    if type(session) is SessionRef:
+        session = (<object>session).value  # the host's own session object
     if not FAST_RECORDS:
         return CallRecord(
-            tool_name, args_hash, call_id, key_tuple[0], key_tuple[1], timestamp, result, unknown
+            tool_name, args_hash, call_id, session, key_tuple[1], timestamp, result, unknown
         )
     record = new_instance(RECORD_TYPE)
     fill_slot(record, RECORD_OFFSETS[0], tool_name)
     fill_slot(record, RECORD_OFFSETS[1], args_hash)
     fill_slot(record, RECORD_OFFSETS[2], call_id)
-    fill_slot(record, RECORD_OFFSETS[3], key_tuple[0])
+    fill_slot(record, RECORD_OFFSETS[3], session)
     fill_slot(record, RECORD_OFFSETS[4], key_tuple[1])
     fill_slot(record, RECORD_OFFSETS[5], timestamp)
     fill_slot(record, RECORD_OFFSETS[6], result)

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from ._records import CallRecord, ScanStats
-from ._scopes import ScopeKey, ScopeLock, ScopeTable
+from ._scopes import ScopeKey, ScopeLock, ScopeTable, session_of
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
@@ -106,7 +106,7 @@ def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
 def _as_record(key: ScopeKey, record: list[Any]) -> CallRecord:
     tool_name, args_hash, tool_call_id, timestamp, result_hash, unknown = record
     return CallRecord(
-        tool_name, args_hash, tool_call_id, key[0], key[1], timestamp, result_hash, unknown
+        tool_name, args_hash, tool_call_id, session_of(key), key[1], timestamp, result_hash, unknown
     )
 
 

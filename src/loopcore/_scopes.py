@@ -4,29 +4,97 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["ScopeKey", "ScopeLock", "ScopeTable", "scope_key"]
+__all__ = ["ScopeKey", "ScopeLock", "ScopeTable", "SessionRef", "scope_key", "session_of"]
 
 ScopeKey = tuple[Hashable, "str | None"]
 V = TypeVar("V")
 
 
+# Sessions of these exact types are compared and hashed without running host code.
+_PLAIN = frozenset({type(None), str, int, float, bool, bytes})
+# Tuples are looked into this deep; a deeper one is treated as a host object.
+_PLAIN_DEPTH = 8
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is tuple and depth < _PLAIN_DEPTH:
+        return all(_plain(item, depth + 1) for item in value)  # type: ignore[attr-defined]
+    return False
+
+
+class SessionRef:
+    """A host's session object as the per-scope tables hold it.
+
+    Compared by identity and hashed by the hash its session had when it was
+    made, so a table (under its lock) never runs the host's ``__eq__`` or
+    ``__hash__``. Equal sessions share one reference: ``scope_key`` looks it up
+    (host code may run then, before any lock is taken), and it lives as long
+    as some scope key holds it.
+    """
+
+    __slots__ = ("__weakref__", "_hash", "value")
+
+    def __init__(self, value: Hashable, hashed: int) -> None:
+        self.value = value
+        self._hash = hashed
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"SessionRef({type(self.value).__qualname__})"
+
+
+# One reference per equal session, process-wide; an entry goes with its reference.
+_REFS: weakref.WeakValueDictionary[Hashable, SessionRef] = weakref.WeakValueDictionary()
+
+
+def _session_ref(session: Hashable, hashed: int) -> SessionRef:
+    ref = _REFS.get(session)
+    if ref is None:
+        ref = _REFS.setdefault(session, SessionRef(session, hashed))
+    return ref
+
+
 def scope_key(session: Hashable, run_id: str | None) -> ScopeKey:
-    """The ``(session, run_id)`` key; the run id is stripped and "" becomes None."""
+    """The ``(session, run_id)`` key; the run id is stripped and "" becomes None.
+
+    A session of a plain type (None, str, int, float, bool, bytes, tuples of
+    them) is kept as it is; any other becomes its ``SessionRef``.
+    """
     if run_id is not None:
         if not isinstance(run_id, str):
             raise TypeError(f"run_id: expected a str or None, got {type(run_id).__name__}")
         run_id = run_id.strip() or None
+    if type(session) is SessionRef or _plain(session):
+        try:
+            hash(session)
+        except TypeError:
+            raise TypeError(
+                f"session: expected a hashable value, got {type(session).__name__}"
+            ) from None
+        return (session, run_id)
     try:
-        hash(session)
+        hashed = hash(session)
     except TypeError:
         raise TypeError(
             f"session: expected a hashable value, got {type(session).__name__}"
         ) from None
-    return (session, run_id)
+    return (_session_ref(session, hashed), run_id)
+
+
+def session_of(key: ScopeKey) -> Hashable:
+    """The session a scope key stands for, as the host gave it."""
+    session = key[0]
+    return session.value if type(session) is SessionRef else session
 
 
 class ScopeTable(Generic[V]):

@@ -27,7 +27,7 @@ from .._outcome import (
     hash_outcome,
     is_known_poll,
 )
-from .._scopes import ScopeKey, scope_key
+from .._scopes import ScopeKey, scope_key, session_of
 
 __all__ = ["EVENT_FIELDS", "CallTable", "CallTableBuilder", "EventError", "name_hash"]
 
@@ -108,7 +108,8 @@ def _scope_keys(scopes: Sequence[object]) -> tuple[ScopeKey, ...]:
             raise ValueError(f"scopes[{index}].{exc}") from None
     if len(set(keys)) != len(keys):
         raise ValueError("scopes: two scope ids name the same (session, run_id) scope")
-    return tuple(keys)
+    # Sessions as the host gave them (a SessionRef only stands in for one as a key).
+    return tuple((session_of(key), key[1]) for key in keys)
 
 
 #: Columns of ``CallTable.hashes`` and ``CallTable.flags``.
@@ -364,4 +365,5 @@ class CallTableBuilder:
         scope = np.frombuffer(self._scope_column, np.int64).copy()
         hashes = np.frombuffer(self._hashes, np.uint64).reshape(n, 4).copy()
         flags = np.frombuffer(self._flags, np.uint8).reshape(n, 4).astype(np.bool_)
-        return CallTable(scope, hashes, flags, tuple(self._scope_ids), dict(self._names))
+        scopes = tuple((session_of(key), key[1]) for key in self._scope_ids)
+        return CallTable(scope, hashes, flags, scopes, dict(self._names))
