@@ -149,3 +149,36 @@ def test_records_and_events_carry_the_hosts_own_session_object() -> None:
     assert all(type(r.session) is Session and r.session == first for r in records)
     assert events
     assert all(type(e.session) is Session and e.session == first for e in events)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_log_handler_that_calls_the_guard_completes(twin: str) -> None:
+    done = run(
+        twin,
+        """
+        import logging
+        from loopcore import CompactionLoopPersisted
+        seen = []
+        class Calling(logging.Handler):
+            def emit(self, record):
+                seen.append(record.getMessage())
+                guard.before_call("probe", {"n": len(seen)}, session="logs")
+                guard.end_run(session="logs")  # takes the hook's own lock
+        logging.getLogger("loopcore").addHandler(Calling())
+        logging.getLogger("loopcore").setLevel(logging.INFO)
+        guard.arm_post_compaction(run_id="r")
+        try:
+            for _ in range(3):
+                guard.before_call("read", {}, run_id="r")
+                guard.after_call("read", {}, result="same", run_id="r")
+        except CompactionLoopPersisted:
+            pass
+        for _ in range(25):  # warnings and blocks are logged too
+            guard.before_call("grep", {}, run_id="s")
+            guard.after_call("grep", {}, result="same", run_id="s")
+        assert any("armed" in m for m in seen) and any("aborted" in m for m in seen), seen
+        print("ok")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")

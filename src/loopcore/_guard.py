@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from ._rules import COMPACTION_LOOP_PERSISTED as DETECTOR
 from ._rules import abort_message, compaction_error_message
 
-__all__ = ["CompactionLoopPersisted", "GuardVerdict", "PostCompactionGuard"]
+__all__ = [
+    "CompactionLoopPersisted",
+    "GuardVerdict",
+    "PostCompactionGuard",
+    "arm_quietly",
+    "log_abort",
+    "log_armed",
+    "observe_quietly",
+]
 
 logger = logging.getLogger("loopcore")
 
@@ -88,28 +96,55 @@ class PostCompactionGuard:
 
     def arm(self) -> None:
         """Start watching the next ``window_size`` attempts (a no-op when disabled)."""
-        if not self._enabled:
-            return
-        self._remaining = self.window_size
-        self._window.clear()
-        logger.info("post-compaction guard armed for %d attempts", self.window_size)
+        if arm_quietly(self):
+            log_armed(self.window_size)
 
     def observe(self, tool_name: str, args_hash: int, result_hash: int | None) -> GuardVerdict:
         """Use up one attempt; abort when the window holds ``window_size`` identical triples."""
-        if not self._enabled or self._remaining <= 0:
-            return _IDLE
-        self._remaining -= 1
-        triple = (tool_name, args_hash, result_hash)
-        self._window.append(triple)
-        count = self._window.count(triple)
-        if count >= self.window_size:
-            self._remaining = 0
-            message = abort_message(tool_name, count, self.window_size)
-            logger.error(
-                "post-compaction guard aborted the run: tool=%s count=%d window=%d",
-                tool_name,
-                count,
-                self.window_size,
-            )
-            return GuardVerdict(True, False, 0, DETECTOR, count, tool_name, message)
-        return GuardVerdict(False, self._remaining > 0, self._remaining, None, count, tool_name)
+        verdict = observe_quietly(self, tool_name, args_hash, result_hash)
+        if verdict.should_abort:
+            log_abort(verdict, self.window_size)
+        return verdict
+
+
+# The steps without their log lines, for ToolLoopGuard: it runs them under its lock and
+# logs once the lock is released (a logging handler is host code that may call back in).
+
+
+def arm_quietly(guard: PostCompactionGuard) -> bool:
+    """``guard.arm()`` without the log line; False when the guard is disabled."""
+    if not guard._enabled:
+        return False
+    guard._remaining = guard.window_size
+    guard._window.clear()
+    return True
+
+
+def observe_quietly(
+    guard: PostCompactionGuard, tool_name: str, args_hash: int, result_hash: int | None
+) -> GuardVerdict:
+    """``guard.observe(...)`` without the log line of an abort."""
+    if not guard._enabled or guard._remaining <= 0:
+        return _IDLE
+    guard._remaining -= 1
+    triple = (tool_name, args_hash, result_hash)
+    guard._window.append(triple)
+    count = guard._window.count(triple)
+    if count >= guard.window_size:
+        guard._remaining = 0
+        message = abort_message(tool_name, count, guard.window_size)
+        return GuardVerdict(True, False, 0, DETECTOR, count, tool_name, message)
+    return GuardVerdict(False, guard._remaining > 0, guard._remaining, None, count, tool_name)
+
+
+def log_armed(window_size: int) -> None:
+    logger.info("post-compaction guard armed for %d attempts", window_size)
+
+
+def log_abort(verdict: GuardVerdict, window_size: int) -> None:
+    logger.error(
+        "post-compaction guard aborted the run: tool=%s count=%d window=%d",
+        verdict.tool_name,
+        verdict.count,
+        window_size,
+    )

@@ -16,7 +16,14 @@ from typing import Any, Literal, TypeVar, overload
 from . import _outcome, _percall, _ring
 from ._config import LoopDetectionConfig, coerce_config
 from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict
-from ._guard import CompactionLoopPersisted, PostCompactionGuard
+from ._guard import (
+    CompactionLoopPersisted,
+    PostCompactionGuard,
+    arm_quietly,
+    log_abort,
+    log_armed,
+    observe_quietly,
+)
 from ._outcome import (
     Normalizer,
     check_normalizers,
@@ -196,8 +203,11 @@ class ToolLoopGuard(GuardCalls):
             state = self._state(key)
             if state.guard is None:
                 state.guard = PostCompactionGuard(window)
-            state.guard.arm()
+            armed = arm_quietly(state.guard)
             self._armed_guards[key] = state.guard
+        # Logged and emitted with the lock released: handlers are host code.
+        if armed:
+            log_armed(window)
         self._emit(
             LoopEvent(
                 "guard_armed",
@@ -356,10 +366,11 @@ class ToolLoopGuard(GuardCalls):
             guard = self._armed_guards.get(key)
             if guard is None:
                 return record
-            verdict = guard.observe(tool_name, args_hash, result_hash)
+            verdict = observe_quietly(guard, tool_name, args_hash, result_hash)
             if not guard.armed:
                 del self._armed_guards[key]
         if verdict.should_abort:
+            log_abort(verdict, guard.window_size)
             message = verdict.message
             self._emit(
                 LoopEvent(
