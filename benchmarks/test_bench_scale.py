@@ -57,10 +57,10 @@ def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None
         assert len(detector.history(run_id=run_id)) == HISTORY
 
 
-@pytest.mark.parametrize("ids", [False, True], ids=["no-ids", "unique-ids"])
-def test_memory_per_scope(leg: str, figures: Figures, ids: bool) -> None:
+def _probe(leg: str, *args: str) -> dict[str, object]:
+    """Run ``memory_probe.py`` for ``leg`` in a fresh process; its JSON report."""
     done = subprocess.run(
-        [sys.executable, str(PROBE), leg, str(MEMORY_SCOPES), str(HISTORY), *(["ids"] * ids)],
+        [sys.executable, str(PROBE), leg, *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -68,34 +68,30 @@ def test_memory_per_scope(leg: str, figures: Figures, ids: bool) -> None:
     )
     if done.returncode != 0:
         pytest.fail(f"memory probe for the {leg} leg failed:\n{done.stderr}")
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(json.dumps(report))
+    return report
+
+
+@pytest.mark.parametrize("ids", [False, True], ids=["no-ids", "unique-ids"])
+def test_memory_per_scope(leg: str, figures: Figures, ids: bool) -> None:
+    report = _probe(leg, str(MEMORY_SCOPES), str(HISTORY), *(["ids"] * ids))
     figures.add(
         f"memory: {MEMORY_SCOPES:,} scopes x {HISTORY} calls"
         f"{', unique call ids' if ids else ''} (per scope)",
         leg,
-        report["bytes_per_scope"],
+        float(report["bytes_per_scope"]),  # type: ignore[arg-type]
         "B",
     )
-    print(json.dumps(report))
 
 
 @pytest.mark.parametrize("history", [30, 1000], ids=lambda h: f"history{h}")
 def test_memory_of_one_call_scopes(leg: str, figures: Figures, history: int) -> None:
     # A scope costs what it holds, not what it could hold (20,000 one-call scopes).
-    done = subprocess.run(
-        [sys.executable, str(PROBE), leg, "20000", str(history), "calls=1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"memory probe for the {leg} leg failed:\n{done.stderr}")
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = _probe(leg, "20000", str(history), "calls=1")
     figures.add(
         f"memory: 20,000 one-call scopes, history {history} (per scope)",
         leg,
-        report["bytes_per_scope"],
+        float(report["bytes_per_scope"]),  # type: ignore[arg-type]
         "B",
     )
-    print(json.dumps(report))
