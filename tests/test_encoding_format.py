@@ -7,9 +7,11 @@ hashes must stay equal across twins, machines and releases.
 
 from __future__ import annotations
 
+import array
 import struct
 from typing import Any
 
+import numpy as np
 import pytest
 
 from loopcore import _fingerprint
@@ -66,6 +68,13 @@ CASES: list[tuple[Any, bytes]] = [
     ({"b": 1, "a": [None]}, mapping((s("a"), seq(b"N")), (s("b"), i64(1)))),
     ({1: "x", "1": "y"}, mapping((i64(1), s("x")), (s("1"), s("y")))),
     (ValueError("boom"), b"x" + s("builtins.ValueError") + s("boom")),
+    # Buffers and numpy arrays (SPEC §11): "a", element type, shape, raw bytes.
+    (array.array("b", [1, -1]), b"a" + s("b") + seq(i64(2)) + b"b" + u64(2) + b"\x01\xff"),
+    (
+        np.arange(6, dtype="<u2").reshape(2, 3),
+        b"a" + s("<u2") + seq(i64(2), i64(3)) + b"b" + u64(12) + struct.pack("<6H", *range(6)),
+    ),
+    (np.int8(-2), b"a" + s("|i1") + seq() + b"b" + u64(1) + b"\xfe"),
 ]
 
 

@@ -6,6 +6,8 @@ from libc.stdint cimport uint64_t
 
 cdef struct Encoder:
     # Growable output buffer; starts in ``inline`` so typical values never malloc.
+    # Once a long payload has been hashed in place (see ``stream``), it holds
+    # only the bytes not hashed yet: read the encoding through enc_digest.
     unsigned char *data
     Py_ssize_t size
     Py_ssize_t capacity
@@ -13,6 +15,18 @@ cdef struct Encoder:
     # after each enc_list_header, so values appended as a list's items hit the
     # depth limit where the Python twin, encoding the whole tuple, does.
     int depth
+    # 1 (from enc_init): a str or bytes payload of 1 MiB or more is hashed
+    # from its own storage as it is written, never copied; 0 keeps every byte
+    # in ``data`` (``encode()``, which returns them).
+    int stream
+    # Mappings and sets open whose entries are still to be sorted in ``data``:
+    # nothing is hashed in place while one is.
+    int sorting
+    # XXH3 long-input state after ``hashed`` bytes (_fingerprint_stream.pxi).
+    int stripes
+    uint64_t hashed
+    uint64_t acc[8]
+    unsigned char last[64]
     unsigned char inline[512]
 
 
@@ -25,7 +39,7 @@ cdef int enc_raw(Encoder *enc, const void *data, Py_ssize_t size) except -1
 cdef int enc_list_header(Encoder *enc, Py_ssize_t count) except -1
 # The canonical encoding of ``value`` (SPEC §2); raises only MemoryError.
 cdef int enc_value(Encoder *enc, object value) except -1
-# xxh3-64 of everything appended so far.
+# xxh3-64 of everything appended so far (whether hashed in place or buffered).
 cdef uint64_t enc_digest(Encoder *enc) noexcept
 # xxh3-64 of a str's canonical encoding (no domain), used to key names kept
 # beside the hash rings; raises only MemoryError.

@@ -5,10 +5,16 @@ Produces the same bytes as ``_fingerprint_py`` (the reference) for every value,
 so hashes agree across twins and machines. Exact ``str``, ``int``, ``float``,
 ``bool``, ``None``, ``bytes``, ``bytearray``, ``dict``, ``list``, ``tuple``,
 ``set`` and ``frozenset`` are encoded in C; every other type goes through the
-reference's own helpers (``_children``, ``_leaf``), which keeps subclasses,
+reference's own helpers (``_children``, ``_leaf_parts``), which keeps subclasses,
 dataclasses, ``model_dump()`` objects and hostile objects identical by
-construction. Where the reference raises (an object faking ``__class__``, a
-float subclass whose ``__float__`` raises) this twin still returns bytes.
+construction. Where the reference raises (a MemoryError in its fallbacks)
+this twin still returns bytes.
+
+A str or bytes payload of 1 MiB or more is hashed from its own storage while
+it is written (``fingerprint`` and the C API; ``_fingerprint_stream.pxi``),
+unless it lies inside a mapping or set whose entries must still be sorted:
+fingerprinting a huge value costs no copy of it. ``encode`` returns every
+byte, so it keeps them all.
 
 The walk recurses in C. Depth is bounded by ``MAX_DEPTH`` before a container
 is opened, so the recursion is at most 257 small frames whatever the input.
@@ -72,6 +78,10 @@ cdef void enc_init(Encoder *enc) noexcept:
     enc.size = 0
     enc.capacity = sizeof(enc.inline)
     enc.depth = 0
+    enc.stream = 1
+    enc.sorting = 0
+    enc.stripes = 0
+    enc.hashed = 0
 
 
 cdef void enc_free(Encoder *enc) noexcept:
@@ -157,6 +167,8 @@ cdef int enc_list_header(Encoder *enc, Py_ssize_t count) except -1:
 
 
 cdef uint64_t enc_digest(Encoder *enc) noexcept:
+    if enc.hashed:
+        return _digest_streamed(enc)
     return loopcore_xxh3_64(enc.data, <size_t>enc.size)
 
 
@@ -165,6 +177,7 @@ cdef uint64_t enc_digest(Encoder *enc) noexcept:
 # which separate modules (calls through a C API table) would not allow.
 # Order matters: a file's structs must be declared before a later file uses
 # them in a signature; calls may go either way.
+include "_fingerprint_stream.pxi"
 include "_fingerprint_scalars.pxi"
 include "_fingerprint_walk.pxi"
 include "_fingerprint_order.pxi"
@@ -216,6 +229,7 @@ def encode(value, item_filter=None):
         # The key filter serves outbound-send details only: a rare path.
         return _ref.encode(value, item_filter)
     enc_init(&enc)
+    enc.stream = 0  # every byte is returned: none may be hashed away
     try:
         enc_value(&enc, value)
         return PyBytes_FromStringAndSize(<char *>enc.data, enc.size)

@@ -1,9 +1,9 @@
 # How is a value with no exact-type fast path encoded? (included by _fingerprint_c.pyx)
 #
-# Dataclasses, ``model_dump()`` objects and reprs with their addresses stripped
-# are the reference's own code, called from here, so they cannot drift from
-# the Python twin; this file keeps the reference's order of checks and catches
-# what the reference would raise.
+# Dataclasses, ``model_dump()`` objects, buffers and arrays (the ``a`` tag), and
+# reprs with their addresses stripped are the reference's own code, called from
+# here, so they cannot drift from the Python twin; this file keeps the
+# reference's order of checks and catches what the reference would raise.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
@@ -17,29 +17,33 @@ cdef extern from "Python.h":
 
 # The reference's helpers, for the types this module does not encode itself.
 cdef object _children = _ref._children
-cdef object _leaf = _ref._leaf
+cdef object _leaf_parts = _ref._leaf_parts
 cdef object _opaque = _ref._opaque
-# Used only if even the reference's ``_opaque`` raises (say a str subclass
-# whose ``encode`` raises came back from ``repr``): encoding must not raise.
-cdef bytes _LAST_RESORT = b"r" + _ref._str("?") + _ref._str("<repr failed>")
+# Used only if even the reference's helpers raise (a MemoryError): encoding
+# must not raise.
+cdef bytes _LAST_RESORT = _ref._LAST_RESORT
 
 
 cdef int _put_leaf(Encoder *enc, object value) except -1:
-    # Only for types the reference's _leaf handles beyond the fast paths
-    # (memoryview, exceptions, opaque objects, bytes subclasses).
-    cdef object data
+    # Only for types the reference's _leaf_parts handles beyond the fast paths
+    # (memoryview, exceptions, buffers and arrays, opaque objects, subclasses).
+    # Its chunks are written in order; a large payload chunk is hashed in place.
+    cdef object parts
+    cdef object part
     try:
-        data = _leaf(value)
+        parts = _leaf_parts(value)
     except Exception:
-        # The reference raises here (an object whose __class__ claims to be a
-        # str, say); encode it as the opaque object it really is.
         try:
-            data = _opaque(value)
+            parts = (_opaque(value),)
         except Exception:
-            data = _LAST_RESORT
-    if type(data) is not bytes:
-        data = _LAST_RESORT
-    return enc_raw(enc, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+            parts = (_LAST_RESORT,)
+    if type(parts) is not tuple:
+        parts = (_LAST_RESORT,)
+    for part in <tuple>parts:
+        if type(part) is not bytes:
+            part = _LAST_RESORT
+        _put_payload(enc, PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part))
+    return 0
 
 
 cdef int _encode_other(Walk *w, PyObject *v, int depth, PathNode *path) except -1:

@@ -5,9 +5,39 @@ variable-length payloads carry an 8-byte little-endian length, containers an
 8-byte element count. Concatenating encodings is therefore unambiguous, which
 lets mapping entries and set elements be sorted by their encoded bytes.
 
+Tags: ``N`` ``T`` ``F`` (None, True, False); ``i`` + int64; ``I`` + length +
+two's complement (other ints); ``f`` + double, ``n`` ``+`` ``-`` (NaN, ±inf;
+an integral float is the int it equals); ``s`` + length + UTF-8 (str); ``b`` +
+length + bytes (bytes, bytearray, memoryview); ``l`` + count + elements (list,
+tuple, sorted set); ``d`` + count + sorted key/value entries (mappings,
+dataclasses, ``model_dump()``); ``x`` + name + message (exceptions); ``a`` +
+format + shape + raw bytes (arrays, SPEC §11: any other buffer exporter, and
+numpy arrays); ``r`` + name + ``repr()`` without addresses (anything else);
+``C`` (a cycle); ``D`` (the depth limit).
+
+The array tag ``a`` is followed by three encodings of their own: the element
+type as a str (a numpy array's or scalar's ``dtype.str``, e.g. ``"<f8"``,
+``"<M8[s]"``, or ``str(dtype.descr)`` for a structured dtype; any other
+buffer's struct format, e.g. ``"B"`` for an ``mmap``, ``"i"`` for an
+``array.array("i")``), the shape as a list of ints (``l`` + count + ``i``
+each; empty for a 0-d array or a numpy scalar), and the raw bytes in C order
+as ``b`` + length + bytes. Buffers of Python objects or pointers (numpy
+``object`` dtypes, formats with ``O``, ``P`` or ``&``) hold addresses, not
+values: they keep the ``r`` encoding.
+
+A name (``x`` and ``r``) is ``type(value)``'s own ``__module__`` + ``"."`` +
+``__qualname__``, read through ``type``'s descriptors so that no metaclass,
+``__class__`` or ``__getattribute__`` can lie or raise; a ``__qualname__``
+that is not an exact ``str`` is ``"?"``, a ``__module__`` that is not one is
+left out. A ``repr()`` that raises is ``"<repr failed>"``. No method of a
+value runs on these texts (no ``format()``, no subclass ``encode``).
+
 The walk uses an explicit stack rather than recursion so that no input, and no
-depth of caller stack, can raise ``RecursionError``. The compiled twin must
-produce byte-identical output; this module is the reference.
+depth of caller stack, can raise ``RecursionError``. It produces the encoding
+as a list of chunks: large str and bytes payloads stay chunks of their own
+(never concatenated), and ``fingerprint`` streams big encodings into the hash,
+so a huge value costs at most one copy (its UTF-8 bytes). The compiled twin
+must produce byte-identical output; this module is the reference.
 """
 
 from __future__ import annotations
@@ -15,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import struct
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -27,10 +58,14 @@ IMPLEMENTATION = "python"
 #: Containers nested deeper than this encode as the depth marker.
 MAX_DEPTH = 256
 
+#: Encodings at least this long are streamed into the hash chunk by chunk.
+STREAM_MIN = 1 << 20
+
 _pack_i64 = struct.Struct("<q").pack
 _pack_u64 = struct.Struct("<Q").pack
 _pack_f64 = struct.Struct("<d").pack
 _xxh3 = xxhash.xxh3_64_intdigest
+_xxh3_stream = xxhash.xxh3_64
 
 _NONE = b"N"
 _TRUE = b"T"
@@ -42,8 +77,20 @@ _CYCLE = b"C"
 _DEPTH = b"D"
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+# Strings at least this long keep their payload as a chunk of its own.
+_LONG_STR = 1 << 16
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+# Struct-format field names (``:name:``), which are not element types.
+_FIELD_NAMES = re.compile(r":[^:]*:")
+# Element types whose bytes are addresses: Python objects, pointers.
+_POINTER_TYPES = re.compile(r"[OP&]")
+
+# The type's own name, past any metaclass: the descriptors ``type`` itself uses.
+_type_qualname = type.__dict__["__qualname__"].__get__
+_type_module = type.__dict__["__module__"].__get__
+_NO_NAME = "?"
+_REPR_FAILED = "<repr failed>"
 
 # Container kinds on the explicit stack.
 _SEQ = 0
@@ -57,6 +104,13 @@ ItemFilter = Callable[[Mapping[Any, Any]], Iterable[tuple[Any, Any]]]
 def _str(value: str) -> bytes:
     data = value.encode("utf-8", "surrogatepass")
     return b"s" + _pack_u64(len(data)) + data
+
+
+def _str_parts(value: str) -> tuple[bytes, ...]:
+    """``_str`` of an exact str, the payload of a long one as a chunk of its own."""
+    data = value.encode("utf-8", "surrogatepass")
+    head = b"s" + _pack_u64(len(data))
+    return (head, data) if len(data) >= STREAM_MIN else (head + data,)
 
 
 def _int(value: int) -> bytes:
@@ -80,46 +134,131 @@ def _float(value: float) -> bytes:
     return b"f" + _pack_f64(value)
 
 
-def _binary(data: bytes) -> bytes:
-    return b"b" + _pack_u64(len(data)) + data
+def _binary_parts(data: bytes) -> tuple[bytes, ...]:
+    head = b"b" + _pack_u64(len(data))
+    return (head, data) if len(data) >= STREAM_MIN else (head + data,)
+
+
+def _exact(text: object, default: str) -> str:
+    """``text`` as an exact str (a subclass's own methods never run on it), else ``default``."""
+    if type(text) is str:
+        return text
+    if issubclass(type(text), str):
+        return str.__str__(text)
+    return default
 
 
 def _qualname(cls: type) -> str:
+    """``module.qualname`` of ``cls`` itself (see the module docstring); never raises."""
     try:
-        module = getattr(cls, "__module__", None)
-        qualname = getattr(cls, "__qualname__", None)
-    except Exception:  # a metaclass can make even these raise
-        return "?"
-    if not isinstance(qualname, str):
-        qualname = "?"
-    return f"{module}.{qualname}" if isinstance(module, str) else qualname
+        qualname = _type_qualname(cls)
+    except Exception:
+        return _NO_NAME
+    if type(qualname) is not str:
+        return _NO_NAME
+    try:
+        module = _type_module(cls)
+    except Exception:
+        return qualname
+    # Plain concatenation of exact strs: no __format__, no __add__ of a subclass.
+    return module + "." + qualname if type(module) is str else qualname
 
 
 def _exception(exc: BaseException) -> bytes:
     try:
-        message = str(exc)
+        message = _exact(str(exc), "")
     except Exception:
         message = ""
     return b"x" + _str(_qualname(type(exc))) + _str(message)
 
 
+def _opaque_text(value: object) -> str:
+    try:
+        text = _exact(repr(value), _REPR_FAILED)
+    except Exception:
+        return _REPR_FAILED
+    return _ADDRESS.sub("", text)
+
+
 def _opaque(value: object) -> bytes:
     try:
-        text = repr(value)
-        if not isinstance(text, str):
-            text = "<repr did not return str>"
+        return b"r" + _str(_qualname(type(value))) + _str(_opaque_text(value))
+    except Exception:  # MemoryError: encoding must not raise
+        return _LAST_RESORT
+
+
+#: The opaque encoding of a value of which nothing could be read.
+_LAST_RESORT = b"r" + _str(_NO_NAME) + _str(_REPR_FAILED)
+
+
+def _array_parts(fmt: str, shape: Sequence[int], data: bytes) -> tuple[bytes, ...]:
+    head = b"a" + _str(fmt) + b"l" + _pack_u64(len(shape))
+    head += b"".join(_int(n) for n in shape)
+    return (head, *_binary_parts(data))
+
+
+def _buffer_parts(value: object) -> tuple[bytes, ...] | None:
+    """The ``a`` encoding of a numpy array or other buffer exporter, or None (SPEC §11)."""
+    cls = type(value)
+    if hasattr(cls, "__array__"):
+        parts = _numpy_parts(value, cls)
+        if parts is not None:
+            return parts
+    try:
+        view = memoryview(value)  # type: ignore[arg-type]
     except Exception:
-        text = "<repr failed>"
-    return b"r" + _str(_qualname(type(value))) + _str(_ADDRESS.sub("", text))
+        return None
+    with view:  # released at once: an mmap must stay closable
+        fmt = view.format
+        if _POINTER_TYPES.search(_FIELD_NAMES.sub("", fmt)):
+            return None
+        shape = view.shape or ()
+        data = view.tobytes()
+    return _array_parts(fmt, shape, data)
+
+
+def _numpy_parts(value: object, cls: type) -> tuple[bytes, ...] | None:
+    """A numpy array or scalar: its dtype string, shape and bytes in C order.
+
+    Duck-typed first (``__array__`` on the type), so numpy is never imported
+    here; then only numpy's own types qualify (other array-likes, such as
+    pandas or torch objects, would convert, compute or drop their index), read
+    through numpy's own descriptors. The dtype string is ``dtype.str``
+    (``"<f8"``, ``"<M8[s]"``: the same on every platform, where a buffer's
+    format names C types), or ``str(dtype.descr)`` for a structured dtype,
+    whose ``dtype.str`` would drop the field names.
+    """
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return None
+    if issubclass(cls, numpy.ndarray):
+        base = numpy.ndarray
+    elif issubclass(cls, numpy.generic):
+        base = numpy.generic
+    else:
+        return None
+    dtype = base.dtype.__get__(value)
+    if dtype.hasobject is not False:
+        return None  # the bytes are addresses
+    fmt = dtype.str if dtype.names is None else str(dtype.descr)
+    shape = base.shape.__get__(value)
+    data = base.tobytes(value)
+    if type(fmt) is not str or type(data) is not bytes or type(shape) is not tuple:
+        return None
+    if not all(type(n) is int for n in shape):
+        return None
+    return _array_parts(fmt, shape, data)
 
 
 def _children(value: object, item_filter: ItemFilter | None) -> tuple[int, list[Any]] | None:
     """The container kind and flat child list of ``value``, or None for a leaf.
 
-    Mapping children are laid out as key0, value0, key1, value1, ...
+    Mapping children are laid out as key0, value0, key1, value1, ... The kind
+    is decided by the real type: an object whose ``__class__`` lies or raises
+    is what it is (SPEC §11).
     """
     cls = type(value)
-    if cls is dict or isinstance(value, Mapping):
+    if cls is dict or issubclass(cls, Mapping):
         mapping: Mapping[Any, Any] = value  # type: ignore[assignment]
         items = item_filter(mapping) if item_filter is not None else mapping.items()
         flat: list[Any] = []
@@ -127,18 +266,20 @@ def _children(value: object, item_filter: ItemFilter | None) -> tuple[int, list[
             flat.append(key)
             flat.append(item)
         return _MAP, flat
-    if cls is list or cls is tuple or isinstance(value, (list, tuple)):
+    if cls is list or cls is tuple or issubclass(cls, (list, tuple)):
         return _SEQ, list(value)  # type: ignore[call-overload]
-    if isinstance(value, (set, frozenset)):
-        return _SET, list(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if issubclass(cls, (set, frozenset)):
+        return _SET, list(value)  # type: ignore[call-overload]
+    if issubclass(cls, type):
+        return None  # a class, even a dataclass or a model class, is a leaf
+    if dataclasses.is_dataclass(cls):
         flat = []
-        for field in dataclasses.fields(value):
+        for field in dataclasses.fields(cls):
             flat.append(field.name)
             flat.append(getattr(value, field.name))
         return _MAP, flat
     dump = getattr(cls, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
+    if callable(dump):
         dumped = value.model_dump()  # type: ignore[attr-defined]
         if isinstance(dumped, Mapping):
             return _children(dumped, item_filter)
@@ -147,117 +288,193 @@ def _children(value: object, item_filter: ItemFilter | None) -> tuple[int, list[
 
 def _leaf(value: object) -> bytes:
     """Encoding of a value that has no children (never raises)."""
+    return b"".join(_leaf_parts(value))
+
+
+def _leaf_parts(value: object) -> tuple[bytes, ...]:
+    """``_leaf`` as chunks: a large payload is a chunk of its own (never raises)."""
     cls = type(value)
     if cls is str:
-        return _str(value)  # type: ignore[arg-type]
+        return _str_parts(value)  # type: ignore[arg-type]
     if value is None:
-        return _NONE
+        return (_NONE,)
     if value is True:
-        return _TRUE
+        return (_TRUE,)
     if value is False:
-        return _FALSE
+        return (_FALSE,)
     if cls is int:
-        return _int(value)  # type: ignore[arg-type]
+        return (_int(value),)  # type: ignore[arg-type]
     if cls is float:
-        return _float(value)  # type: ignore[arg-type]
+        return (_float(value),)  # type: ignore[arg-type]
     try:
         return _subclass_leaf(value)
     except Exception:
-        # Only an object whose ``__class__`` claims a type it does not have
-        # gets here (``isinstance`` believes it): encode what it really is.
-        return _opaque(value)
+        return (_opaque(value),)
 
 
-def _subclass_leaf(value: object) -> bytes:
-    # Subclasses (enums, numpy float64, str subclasses) encode as their base value.
-    if isinstance(value, str):
-        return _str(str.__str__(value))
-    if isinstance(value, int):
-        return _int(int.__index__(value))
-    if isinstance(value, float):
+def _subclass_leaf(value: object) -> tuple[bytes, ...]:
+    # Decided by the real type, never by ``isinstance``, which an object whose
+    # ``__class__`` lies would fool (SPEC §11). Subclasses (enums, numpy
+    # float64, str subclasses) encode as their base value.
+    cls = type(value)
+    if issubclass(cls, str):
+        return _str_parts(str.__str__(value))
+    if issubclass(cls, int):
+        return (_int(int.__index__(value)),)  # type: ignore[arg-type]
+    if issubclass(cls, float):
         try:
-            number = float(value)
+            number = float(value)  # type: ignore[arg-type]
         except Exception:
-            number = float.__float__(value)  # a __float__ that raises: the stored value
-        return _float(number)
-    if isinstance(value, (bytes, bytearray)):
-        return _binary(bytes(value))
-    if isinstance(value, memoryview):
+            number = float.__float__(value)  # type: ignore[arg-type]  # the stored value
+        return (_float(number),)
+    if issubclass(cls, (bytes, bytearray)):
+        return _binary_parts(bytes(value))  # type: ignore[call-overload]
+    if issubclass(cls, memoryview):
         try:
-            return _binary(value.tobytes())
+            return _binary_parts(value.tobytes())  # type: ignore[attr-defined]
         except Exception:
-            return _opaque(value)
-    if isinstance(value, BaseException):
-        return _exception(value)
-    return _opaque(value)
+            return (_opaque(value),)
+    if issubclass(cls, BaseException):
+        return (_exception(value),)  # type: ignore[arg-type]
+    try:
+        parts = _buffer_parts(value)
+    except Exception:
+        parts = None
+    return (_opaque(value),) if parts is None else parts
 
 
-def _finish(kind: int, parts: list[bytes]) -> bytes:
-    if kind == _MAP:
-        # Key encodings are prefix-free, so sorting key+value strings orders
-        # entries by key first, then by value for keys that encode alike.
-        entries = [k + v for k, v in zip(parts[0::2], parts[1::2], strict=True)]
-        entries.sort()
-        return b"d" + _pack_u64(len(entries)) + b"".join(entries)
+def _finish(kind: int, groups: list[list[bytes]], out: list[bytes]) -> None:
+    """Append a mapping's or set's encoding to ``out``: ``groups`` holds each child's chunks."""
     if kind == _SET:
-        parts.sort()
-    return b"l" + _pack_u64(len(parts)) + b"".join(parts)
+        elements = [b"".join(group) for group in groups]
+        elements.sort()
+        out.append(b"l" + _pack_u64(len(elements)))
+        out += elements
+        return
+    # Entries are ordered by their encoded bytes, key then value. Key encodings
+    # are prefix-free, so two different keys are ordered by the keys alone and
+    # a value's chunks are only joined to break a tie between equal keys.
+    entries = [
+        (b"".join(key), value) for key, value in zip(groups[0::2], groups[1::2], strict=True)
+    ]
+    entries.sort(key=_entry_key)
+    count = len(entries)
+    index = 0
+    while index < count:
+        end = index + 1
+        while end < count and entries[end][0] == entries[index][0]:
+            end += 1
+        if end - index > 1:
+            entries[index:end] = sorted(entries[index:end], key=_entry_value)
+        index = end
+    out.append(b"d" + _pack_u64(count))
+    for key_bytes, value in entries:
+        out.append(key_bytes)
+        out += value
 
 
-def encode(value: object, item_filter: ItemFilter | None = None) -> bytes:
-    """The canonical byte encoding of ``value`` (SPEC §2). Never raises."""
+def _entry_key(entry: tuple[bytes, list[bytes]]) -> bytes:
+    return entry[0]
+
+
+def _entry_value(entry: tuple[bytes, list[bytes]]) -> bytes:
+    return b"".join(entry[1])
+
+
+def _chunks(value: object, item_filter: ItemFilter | None) -> tuple[list[bytes], bool]:
+    """The canonical encoding of ``value`` as a list of chunks (never raises on values).
+
+    The flag says whether a payload was kept as a chunk of its own (so the
+    encoding may be big enough to stream).
+    """
     # The open container is held in locals; its parents wait on ``stack`` as
-    # (id, kind, children, next index, encoded parts). The root is a pseudo
-    # frame, so ``len(stack)`` is the depth of a container about to open.
-    stack: list[tuple[int, int, Sequence[Any], int, list[bytes]]] = []
+    # (id, kind, children, next index, output list, child groups). The root is
+    # a pseudo frame, so ``len(stack)`` is the depth of a container about to
+    # open. A list or tuple writes straight into its parent's output; a mapping
+    # or set gathers each child's chunks in a group of its own, to sort them.
+    stack: list[tuple[int, int, Sequence[Any], int, list[bytes], list[list[bytes]] | None]] = []
     on_path: set[int] = set()
     children: Sequence[Any] = (value,)
     ident, kind, index = 0, _SEQ, 0
-    parts: list[bytes] = []
+    out: list[bytes] = []
+    groups: list[list[bytes]] | None = None
+    split = False
+    parts: tuple[bytes, ...]
     while True:
         if index < len(children):
             current: Any = children[index]
             index += 1
+            if groups is not None:
+                out = []
+                groups.append(out)
             cls = type(current)
             if cls is str:
-                parts.append(_str(current))
+                if len(current) < _LONG_STR:
+                    out.append(_str(current))
+                else:
+                    out += _str_parts(current)
+                    split = True
                 continue
             if cls is int:
-                parts.append(_int(current))
+                out.append(_int(current))
                 continue
-            if current is None or isinstance(current, (str, int, float)):
-                parts.append(_leaf(current))
+            if current is None or issubclass(cls, (str, int, float)):
+                parts = _leaf_parts(current)
+                out += parts
+                split = split or len(parts) > 1
                 continue
             child_id = id(current)
             if child_id in on_path:
-                parts.append(_CYCLE)
+                out.append(_CYCLE)
                 continue
             shape: tuple[int, list[Any]] | None
             if cls is dict and item_filter is None:
                 shape = (_MAP, [x for item in current.items() for x in item])
+            elif cls is bytes:
+                shape = None
             else:
                 try:
                     shape = _children(current, item_filter)
                 except Exception:
                     shape = None
             if shape is None:
-                parts.append(_leaf(current))
+                parts = _leaf_parts(current)
+                out += parts
+                split = split or len(parts) > 1
             elif len(stack) >= MAX_DEPTH:
-                parts.append(_DEPTH)
+                out.append(_DEPTH)
             else:
-                stack.append((ident, kind, children, index, parts))
+                stack.append((ident, kind, children, index, out, groups))
                 on_path.add(child_id)
-                ident, index, parts = child_id, 0, []
+                ident, index = child_id, 0
                 kind, children = shape
+                if kind == _SEQ:
+                    out.append(b"l" + _pack_u64(len(children)))
+                    groups = None
+                else:
+                    groups = []
             continue
         if not stack:
-            return parts[0]
-        encoded = _finish(kind, parts)
+            return out, split
+        done_kind, done_groups = kind, groups
         on_path.discard(ident)
-        ident, kind, children, index, parts = stack.pop()
-        parts.append(encoded)
+        ident, kind, children, index, out, groups = stack.pop()
+        if done_groups is not None:
+            _finish(done_kind, done_groups, out)
+
+
+def encode(value: object, item_filter: ItemFilter | None = None) -> bytes:
+    """The canonical byte encoding of ``value`` (SPEC §2). Never raises."""
+    return b"".join(_chunks(value, item_filter)[0])
 
 
 def fingerprint(value: object, domain: bytes = b"") -> int:
     """xxh3-64 of ``domain`` followed by the canonical encoding of ``value``."""
-    return _xxh3(domain + encode(value))
+    chunks, split = _chunks(value, None)
+    if not split or sum(map(len, chunks)) < STREAM_MIN:
+        return _xxh3(domain + b"".join(chunks))
+    # A big encoding is hashed as it stands, chunk by chunk: no joined copy.
+    hasher = _xxh3_stream(domain + b"")
+    for chunk in chunks:
+        hasher.update(chunk)
+    return hasher.intdigest()

@@ -34,9 +34,42 @@ cdef extern from *:
         return 0;
     #endif
     }
+
+    /* The UTF-8 length of n code units of one storage kind (what _utf8 will
+       write): plain loops the compiler vectorises; Latin-1 counts the bytes
+       with the high bit set, eight at a time. */
+    static Py_ssize_t lc_utf8_len_1(const uint8_t *s, Py_ssize_t n) {
+        Py_ssize_t i = 0, extra = 0;
+        uint64_t word;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&word, s + i, 8);
+            word = (word >> 7) & 0x0101010101010101ULL;
+            extra += (Py_ssize_t)((word * 0x0101010101010101ULL) >> 56);
+        }
+        for (; i < n; i++)
+            extra += s[i] >> 7;
+        return n + extra;
+    }
+
+    static Py_ssize_t lc_utf8_len_2(const uint16_t *s, Py_ssize_t n) {
+        Py_ssize_t i, extra = 0;
+        for (i = 0; i < n; i++)
+            extra += (s[i] >= 0x80) + (s[i] >= 0x800);
+        return n + extra;
+    }
+
+    static Py_ssize_t lc_utf8_len_4(const uint32_t *s, Py_ssize_t n) {
+        Py_ssize_t i, extra = 0;
+        for (i = 0; i < n; i++)
+            extra += (s[i] >= 0x80) + (s[i] >= 0x800) + (s[i] >= 0x10000);
+        return n + extra;
+    }
     """
     Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) noexcept
     int lc_unicode_ready(PyObject *s) except -1
+    Py_ssize_t lc_utf8_len_1(const uint8_t *s, Py_ssize_t n) noexcept nogil
+    Py_ssize_t lc_utf8_len_2(const uint16_t *s, Py_ssize_t n) noexcept nogil
+    Py_ssize_t lc_utf8_len_4(const uint32_t *s, Py_ssize_t n) noexcept nogil
 
 
 cdef extern from "Python.h":
@@ -61,7 +94,7 @@ cdef object _int_index = int.__index__
 
 cdef inline int _put_bytes(Encoder *enc, const char *data, Py_ssize_t n) except -1:
     _put_head(enc, c'b', <uint64_t>n)
-    return enc_raw(enc, data, n)
+    return _put_payload(enc, data, n)
 
 
 cdef int _put_bytearray(Encoder *enc, PyObject *v) except -1:
@@ -112,6 +145,51 @@ cdef Py_ssize_t _utf8(const code_unit *s, Py_ssize_t n, unsigned char *o) noexce
     return j
 
 
+cdef Py_ssize_t _utf8_kind(
+    int kind, const void *data, Py_ssize_t start, Py_ssize_t n, unsigned char *o
+) noexcept nogil:
+    # _utf8 of code units [start, start + n) of a str's storage; ``o`` NULL: the length.
+    if kind == PyUnicode_1BYTE_KIND:
+        if o == NULL:
+            return lc_utf8_len_1(<const uint8_t *>data + start, n)
+        return _utf8(<const uint8_t *>data + start, n, o)
+    if kind == PyUnicode_2BYTE_KIND:
+        if o == NULL:
+            return lc_utf8_len_2(<const uint16_t *>data + start, n)
+        return _utf8(<const uint16_t *>data + start, n, o)
+    if o == NULL:
+        return lc_utf8_len_4(<const uint32_t *>data + start, n)
+    return _utf8(<const uint32_t *>data + start, n, o)
+
+
+cdef enum:
+    # Non-ASCII text this long, when the encoder streams, is measured first,
+    # then written in pieces of _TEXT_PIECE code units, each hashed at once:
+    # its UTF-8 is never held whole.
+    _LONG_TEXT = 1 << 16
+    _TEXT_PIECE = 1 << 16
+
+
+cdef int _put_long_text(Encoder *enc, int kind, const void *data, Py_ssize_t n) except -1:
+    cdef Py_ssize_t total, start = 0, piece
+    with nogil:
+        total = _utf8_kind(kind, data, 0, n, NULL)
+    _put_head(enc, c's', <uint64_t>total)
+    if total < _STREAM_MIN:
+        _reserve(enc, total)
+        with nogil:
+            enc.size += _utf8_kind(kind, data, 0, n, enc.data + enc.size)
+        return 0
+    while start < n:
+        piece = n - start if n - start < _TEXT_PIECE else _TEXT_PIECE
+        _reserve(enc, 4 * piece)
+        with nogil:
+            enc.size += _utf8_kind(kind, data, start, piece, enc.data + enc.size)
+            _absorb(enc)
+        start += piece
+    return 0
+
+
 cdef int _put_str(Encoder *enc, PyObject *s) except -1:
     # UTF-8 straight from the str's own storage: no intermediate bytes, no
     # UTF-8 copy cached on the str, and lone surrogates need no error path.
@@ -124,8 +202,10 @@ cdef int _put_str(Encoder *enc, PyObject *s) except -1:
     data = lc_udata(s)
     if lc_uascii(s):
         _put_head(enc, c's', <uint64_t>n)
-        return enc_raw(enc, data, n)
+        return _put_payload(enc, data, n)
     kind = lc_ukind(s)
+    if n >= _LONG_TEXT and _can_stream(enc):
+        return _put_long_text(enc, kind, data, n)
     worst = 2 if kind == PyUnicode_1BYTE_KIND else 3 if kind == PyUnicode_2BYTE_KIND else 4
     if n > (PY_SSIZE_T_MAX - 9) // worst:
         raise MemoryError()

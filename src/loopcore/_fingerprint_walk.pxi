@@ -216,6 +216,8 @@ cdef int _encode_dict(Walk *w, PyObject *v, int depth, PathNode *path) except -1
         return 0
     _put_head(w.enc, c'd', <uint64_t>n)
     spans = _spans_push(w, n)
+    # The entries are sorted where they are written: none may be hashed away.
+    w.enc.sorting += 1
     for i in range(n):
         # w.refs and w.spans may move while children push their own: index
         # them afresh each time.
@@ -223,6 +225,7 @@ cdef int _encode_dict(Walk *w, PyObject *v, int depth, PathNode *path) except -1
         _item(w, w.refs[base + 2 * i], depth + 1, &node)
         _item(w, w.refs[base + 2 * i + 1], depth + 1, &node)
     _sort_entries(w, spans, n)
+    w.enc.sorting -= 1
     w.nspans = spans
     _refs_release(w, base)
     return 0
@@ -271,20 +274,24 @@ cdef int _encode_flat(
         count = n // 2
         _put_head(w.enc, c'd', <uint64_t>count)
         spans = _spans_push(w, count)
+        w.enc.sorting += 1
         for i in range(count):
             w.spans[spans + i].off = w.enc.size
             _item(w, lc_list_item(items, 2 * i), depth + 1, &node)
             _item(w, lc_list_item(items, 2 * i + 1), depth + 1, &node)
         _sort_entries(w, spans, count)
+        w.enc.sorting -= 1
         w.nspans = spans
         return 0
     _put_head(w.enc, c'l', <uint64_t>n)
     if kind == _SET:
         spans = _spans_push(w, n)
+        w.enc.sorting += 1
         for i in range(n):
             w.spans[spans + i].off = w.enc.size
             _item(w, lc_list_item(items, i), depth + 1, &node)
         _sort_entries(w, spans, n)
+        w.enc.sorting -= 1
         w.nspans = spans
         return 0
     for i in range(n):
