@@ -131,7 +131,7 @@ logged install "${offline_pip[@]}" "$venv" -m pip install --no-index --only-bina
 
 step="tests against the installed wheel"
 mkdir "$work/run"
-cp -R "$repo/tests" "$repo/pyproject.toml" "$work/run/"
+cp -R "$repo/tests" "$repo/fuzz" "$repo/pyproject.toml" "$work/run/"
 find "$work/run" -name __pycache__ -prune -exec rm -rf {} +
 cd "$work/run"
 location=$("${clean_env[@]}" "$venv" -c \
