@@ -89,12 +89,21 @@ cdef void _absorb(Encoder *enc) noexcept nogil:
     memmove(enc.data, enc.data + count * _STRIPE, <size_t>enc.size)
 
 
-cdef int _put_payload(Encoder *enc, const void *data, Py_ssize_t n) except -1:
+cdef inline int _put_payload(Encoder *enc, const void *data, Py_ssize_t n) except -1:
     """Append ``n`` bytes; a long run is hashed from where it lies, not copied."""
+    if n < _STREAM_MIN or not _can_stream(enc):
+        # The common case, inlined: most payloads are a few bytes.
+        if n > 0:
+            _reserve(enc, n)
+            memcpy(enc.data + enc.size, data, <size_t>n)
+            enc.size += n
+        return 0
+    return _put_long_payload(enc, data, n)
+
+
+cdef int _put_long_payload(Encoder *enc, const void *data, Py_ssize_t n) except -1:
     cdef const unsigned char *p = <const unsigned char *>data
     cdef Py_ssize_t fill, count
-    if n < _STREAM_MIN or not _can_stream(enc):
-        return enc_raw(enc, data, n)
     # Complete the buffer's last stripe, then hash the buffer (more follows).
     fill = (_STRIPE - enc.size % _STRIPE) % _STRIPE
     enc_raw(enc, p, fill)
