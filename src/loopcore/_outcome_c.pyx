@@ -8,18 +8,7 @@ normalisers) is rare per call and complex: it runs the reference functions of
 ``_outcome_py``, so those rules are written once.
 """
 
-from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport uint64_t
-
-from ._fingerprint_c cimport (
-    Encoder,
-    enc_digest,
-    enc_free,
-    enc_init,
-    enc_list_header,
-    enc_raw,
-    enc_value,
-)
 
 from ._outcome_py import (
     CALL_DOMAIN,
@@ -36,7 +25,6 @@ from ._outcome_py import (
     plan_shape,
     unknown_tool_name,
 )
-from ._outcome_py import hash_call as _py_hash_call
 from ._outcome_py import hash_outcome as _py_hash_outcome
 
 # The reference twin's public names (a test holds the two lists equal).
@@ -61,153 +49,15 @@ __all__ = [
 
 IMPLEMENTATION = "cython"
 
-cdef bytes C_CALL_DOMAIN = CALL_DOMAIN
-cdef bytes C_RESULT_DOMAIN = RESULT_DOMAIN
-cdef str RESULT_TAG = "result"
-cdef dict EMPTY_DETAILS = {}
+include "_outcome_plain.pxi"
+
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
-# A key absent from a result dict (UNSET itself could be a value there).
-cdef object MISSING = object()
-
-
-cdef uint64_t call_hash(object tool_name, object args) except? 0:
-    # The bytes of fingerprint((tool_name, args), CALL_DOMAIN), without the tuple.
-    if tool_name == "update_plan":
-        return _py_hash_call(tool_name, args)
-    cdef Encoder enc
-    enc_init(&enc)
-    try:
-        enc_raw(&enc, <char*>C_CALL_DOMAIN, len(C_CALL_DOMAIN))
-        enc_list_header(&enc, 2)
-        enc_value(&enc, tool_name)
-        enc_value(&enc, args)
-        return enc_digest(&enc)
-    finally:
-        enc_free(&enc)
 
 
 def hash_call(tool_name, args):
     """64-bit fingerprint of a call: tool name and args (update_plan: args' shape)."""
     check_tool_name(tool_name)
     return call_hash(tool_name, args)
-
-
-cdef inline bint is_plain_leaf(object value):
-    """Values that are certainly not mappings (a result that is hashed whole)."""
-    cdef type kind = type(value)
-    return (
-        value is None
-        or kind is str
-        or kind is int
-        or kind is float
-        or kind is bool
-        or kind is list
-        or kind is tuple
-        or kind is bytes
-    )
-
-
-cdef object content_text(object content):
-    """``_outcome_py._content_text`` for plain lists of plain dicts; None means "ask Python"."""
-    if type(content) is dict or (
-        is_plain_leaf(content) and type(content) is not list and type(content) is not tuple
-    ):
-        return ""
-    if type(content) is not list and type(content) is not tuple:
-        return None
-    # One text entry is the common case: keep it without building a list.
-    first = None
-    texts = None
-    for entry in content:
-        if type(entry) is dict:
-            kind = (<dict>entry).get("type")
-            text = (<dict>entry).get("text")
-            if isinstance(kind, str) and isinstance(text, str):
-                if first is None:
-                    first = text
-                elif texts is None:
-                    texts = [first, text]
-                else:
-                    texts.append(text)
-        elif not is_plain_leaf(entry):
-            return None
-    if first is None:
-        return ""
-    # str.join gives an exact str, as the Python rule's join does: a str
-    # subclass's own strip() must not run.
-    joined = first if texts is None and type(first) is str else "\n".join(texts or [first])
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(joined)
-    if n and (
-        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(joined, 0))
-        or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(joined, n - 1))
-    ):
-        return joined.strip()
-    return joined
-
-
-cdef uint64_t hash_whole(object value) except? 0:
-    cdef Encoder enc
-    enc_init(&enc)
-    try:
-        enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
-        enc_value(&enc, value)
-        return enc_digest(&enc)
-    finally:
-        enc_free(&enc)
-
-
-cdef uint64_t hash_generic(object details, object text) except? 0:
-    """The generic rule of SPEC §2: the hash of ("result", details, text)."""
-    cdef Encoder enc
-    enc_init(&enc)
-    try:
-        enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
-        enc_list_header(&enc, 3)
-        enc_value(&enc, RESULT_TAG)
-        enc_value(&enc, details)
-        enc_value(&enc, text)
-        return enc_digest(&enc)
-    finally:
-        enc_free(&enc)
-
-
-cdef bint plain_outcome(object result, object error, uint64_t *out) except -1:
-    try:
-        return plain_outcome_of(result, error, out)
-    except Exception:
-        # A key that collides with "content" and raises on ==, say: the reference
-        # rules read the result safely and decide what it is.
-        return False
-
-
-cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1:
-    if error is not UNSET and error is not None:
-        return False
-    if result is UNSET:
-        return False
-    if type(result) is not dict:
-        if is_plain_leaf(result):
-            out[0] = hash_whole(result)
-            return True
-        return False
-    content = (<dict>result).get("content", MISSING)
-    details = (<dict>result).get("details", MISSING)
-    if content is MISSING and details is MISSING:
-        out[0] = hash_whole(result)
-        return True
-    if type(details) is dict:
-        status = (<dict>details).get("status")
-        if status is not None and (type(status) is not str or status == "blocked"):
-            return False
-    elif details is MISSING or is_plain_leaf(details):
-        details = EMPTY_DETAILS
-    else:
-        return False
-    text = content_text(None if content is MISSING else content)
-    if text is None:
-        return False
-    out[0] = hash_generic(details, text)
-    return True
 
 
 def hash_outcome(

@@ -22,7 +22,6 @@ from cpython.unicode cimport (
 )
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
-from ._outcome_c cimport call_hash, plain_outcome
 from ._ring_c cimport RingStore, Scan, loopcore_lock
 from ._fingerprint_c cimport Encoder, enc_digest, enc_free, enc_init, enc_raw
 
@@ -63,6 +62,9 @@ cdef enum:
     VERDICT_CACHE_SIZE = 4096
 
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
+
+# The outcome twin's C fast path, compiled in here so that it inlines.
+include "_outcome_plain.pxi"
 
 
 cdef struct Memo:

@@ -139,9 +139,21 @@ cdef int row_append(
     uint64_t args_hash, object call_id, double now, uint64_t result_hash, bint has_result,
     object unknown,
 ) except -1:
+    cdef Cols c
+    cdef RowMeta *m
+    cdef int64_t found
+    cdef uint32_t tool_index
+    # A full row reuses its oldest slot: when that names this tool already (a
+    # run calling one tool), its use carries over and the counts stay put.
+    cdef bint same_tool = False
+    if row >= 0 and self.meta[row].fill == self.history_size:
+        m = &self.meta[row]
+        cols_of(m, &c)
+        found = name_find(self, tool_name)
+        same_tool = found >= 0 and c.tool[m.head] == <uint32_t>found
     # Names are counted and room is made before the slot changes, so a
     # failure leaves the row whole.
-    cdef uint32_t tool_index = <uint32_t>name_use(self, tool_name)
+    tool_index = <uint32_t>found if same_tool else <uint32_t>name_use(self, tool_name)
     cdef uint32_t unknown_index = NO_NAME
     try:
         if unknown is not None:
@@ -151,15 +163,15 @@ cdef int row_append(
         if self.meta[row].fill == self.meta[row].cap:
             row_reserve(self, row)
     except BaseException:
-        name_drop(self, tool_index)
+        if not same_tool:
+            name_drop(self, tool_index)
         if unknown_index != NO_NAME:
             name_drop(self, unknown_index)
         raise
-    cdef RowMeta *m = &self.meta[row]
+    m = &self.meta[row]
     cdef Py_ssize_t slot = m.head
     if m.fill == self.history_size:
-        slot_clear(self, row, slot)
-    cdef Cols c
+        slot_clear(self, row, slot, same_tool)
     cols_of(m, &c)
     cdef uint8_t flags = 0
     c.tool[slot] = tool_index

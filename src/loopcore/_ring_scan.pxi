@@ -80,12 +80,15 @@ cdef inline void cols_of(RowMeta *m, Cols *c) noexcept nogil:
     c.flag = <uint8_t*>(c.unknown + n)
 
 
-cdef int slot_clear(RingStore self, Py_ssize_t row, Py_ssize_t slot) except -1:
-    """Release what a slot about to be reused or freed holds."""
+cdef int slot_clear(
+    RingStore self, Py_ssize_t row, Py_ssize_t slot, bint keep_tool=False
+) except -1:
+    """Release what a slot about to be reused or freed holds (its tool's use unless kept)."""
     cdef Cols c
     cols_of(&self.meta[row], &c)
     cdef uint8_t flags = c.flag[slot]
-    name_drop(self, c.tool[slot])
+    if not keep_tool:
+        name_drop(self, c.tool[slot])
     if flags & HAS_UNKNOWN:
         name_drop(self, c.unknown[slot])
     if flags & LONG_ID:
