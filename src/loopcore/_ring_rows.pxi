@@ -170,9 +170,12 @@ cdef int row_append(
         raise
     m = &self.meta[row]
     cdef Py_ssize_t slot = m.head
-    if m.fill == self.history_size:
-        slot_clear(self, row, slot, same_tool)
     cols_of(m, &c)
+    if m.fill == self.history_size:
+        if same_tool and not (c.flag[slot] & (HAS_UNKNOWN | LONG_ID)):
+            pass  # nothing in the old record to let go of: its tool carries over
+        else:
+            slot_clear(self, row, slot, same_tool)
     cdef uint8_t flags = 0
     c.tool[slot] = tool_index
     c.args[slot] = args_hash
