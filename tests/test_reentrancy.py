@@ -182,3 +182,25 @@ def test_a_log_handler_that_calls_the_guard_completes(twin: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_names_of_str_subclasses_never_run_their_methods_in_the_store(twin: str) -> None:
+    done = run(
+        twin,
+        """
+        calls = []
+        class Id(str):
+            def __del__(self):
+                calls.append(guard.before_call("probe", {}, session="ids"))
+        for n in range(50):  # history 30: records fall out of the ring
+            guard.before_call(Id("read"), {"n": n}, tool_call_id=Id(f"call-{n}"), run_id="r")
+            guard.after_call("read", {"n": n}, result=n, tool_call_id=Id(f"call-{n}"), run_id="r")
+        records = guard.detector.history(run_id="r")
+        assert len(records) == 30
+        assert all(type(r.tool_call_id) is str and type(r.tool_name) is str for r in records)
+        print("ok")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
