@@ -73,8 +73,17 @@ cdef extern from "Python.h":
     int PyGC_Enable() noexcept
     int PyGC_Disable() noexcept
 
-# The reference scan over a Python list of records: the Python twin's.
-from ._ring_py import scan_window
+
+def scan_window(ring, tool_name, args_hash):
+    """Every SPEC §4 count over a non-empty ring of records, oldest first.
+
+    The reference scan of the Python twin (the batch scans rebuild one call's
+    verdict with it), imported on first use: the per-call path never needs it.
+    """
+    from ._ring_py import scan_window as reference
+
+    return reference(ring, tool_name, args_hash)
+
 
 cdef enum:
     SLOT_EMPTY = -1
