@@ -11,6 +11,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._names import describe
+
 __all__ = [
     "ConfigError",
     "DetectorSwitches",
@@ -48,56 +50,9 @@ def _snake(name: str) -> str:
 #: (SPEC §11); an ordering repair may go past it (SPEC §12.6).
 MAX_SETTING = 1_000_000
 
-#: How long a bad value may be shown in an error message before it is shortened.
-_SHOWN_CHARS = 40
-
 #: Settings carried over from an already accepted config by ``with_settings``, by dotted
 #: path: a repaired value among them may exceed ``MAX_SETTING`` (SPEC §12.6).
 _ACCEPTED: ContextVar[Mapping[str, int] | None] = ContextVar("loopcore_accepted", default=None)
-
-
-def _type_name(cls: type) -> str:
-    """A class's own ``__name__``: a metaclass cannot make it lie or raise."""
-    name: str = type.__dict__["__name__"].__get__(cls, type)
-    return name
-
-
-def _digits(number: int) -> int:
-    """How many decimal digits ``number`` (positive) has, without converting it to text."""
-    # floor(log10(2 ** (bits - 1))) + 1, with log10(2) rounded down: never too many.
-    count = (number.bit_length() - 1) * 3010299956 // 10**10 + 1
-    while 10**count <= number:
-        count += 1
-    return count
-
-
-def _describe_int(value: int) -> str:
-    # Past 39 digits (and past int-to-str's digit limit, where repr raises) the value is
-    # described by its length: the digits are never all converted.
-    if -(10**39) < value < 10**39:
-        return int.__repr__(value)
-    sign = "a negative" if value < 0 else "an"
-    return f"{sign} integer of {_digits(-value if value < 0 else value)} digits"
-
-
-def _describe(value: object) -> str:
-    """A bad value as an error message shows it: scalars by repr, containers by type.
-
-    Decided by the real type, with the base type's own repr, so that no value can make
-    an error message raise; shown at most 40 characters long.
-    """
-    cls = type(value)
-    if value is None or cls is bool:
-        text = repr(value)
-    elif issubclass(cls, int):
-        text = _describe_int(int.__index__(value))  # type: ignore[arg-type]
-    elif issubclass(cls, str):
-        text = str.__repr__(value)
-    elif issubclass(cls, float):
-        text = float.__repr__(value)
-    else:
-        return _type_name(cls)
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
 def _positive_int(path: str, value: object) -> int:
@@ -111,20 +66,20 @@ def _positive_int(path: str, value: object) -> int:
         if number > MAX_SETTING and accepted is not None and accepted.get(path) == number:
             return number
     raise ConfigError(
-        f"{path}: expected a positive integer up to {MAX_SETTING}, got {_describe(value)}"
+        f"{path}: expected a positive integer up to {MAX_SETTING}, got {describe(value)}"
     )
 
 
 def _boolean(path: str, value: object) -> bool:
     if type(value) is not bool:
-        raise ConfigError(f"{path}: expected true or false, got {_describe(value)}")
+        raise ConfigError(f"{path}: expected true or false, got {describe(value)}")
     return value
 
 
 def _canonical_keys(block: object, path: str, known: tuple[str, ...]) -> dict[str, Any]:
     """``block`` with its keys mapped to their camelCase spelling; unknown keys rejected."""
     if not isinstance(block, Mapping):
-        raise ConfigError(f"{path}: expected a mapping, got {_describe(block)}")
+        raise ConfigError(f"{path}: expected a mapping, got {describe(block)}")
     by_spelling = {name: name for name in known}
     by_spelling.update({_snake(name): name for name in known})
     out: dict[str, Any] = {}
@@ -438,7 +393,7 @@ def _child(node: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | 
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{path}: expected a mapping, got {_describe(value)}")
+        raise ConfigError(f"{path}: expected a mapping, got {describe(value)}")
     return value
 
 
@@ -463,7 +418,7 @@ def load_block(
     else:
         raise TypeError(f"source: expected a path or a mapping, got {type(source).__name__}")
     if not isinstance(root, Mapping):
-        raise ConfigError(f"{origin}: expected a mapping at the top level, got {_describe(root)}")
+        raise ConfigError(f"{origin}: expected a mapping at the top level, got {describe(root)}")
     tools = _child(root, "tools", "tools")
     global_block = _child(tools, "loopDetection", GLOBAL_PATH) if tools else None
     if agent_id is None:
@@ -474,10 +429,10 @@ def load_block(
     if entries is None:
         entries = []
     if not isinstance(entries, list):
-        raise ConfigError(f"agents.list: expected a list, got {_describe(entries)}")
+        raise ConfigError(f"agents.list: expected a list, got {describe(entries)}")
     for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"agents.list[{index}]: expected a mapping, got {_describe(entry)}")
+            raise ConfigError(f"agents.list[{index}]: expected a mapping, got {describe(entry)}")
         if entry.get("id") != agent_id:
             continue
         agent_tools = _child(entry, "tools", f"agents.list[{index}].tools")

@@ -18,6 +18,7 @@ import xxhash
 
 from . import _fingerprint
 from ._fingerprint_py import encode as _encode_py
+from ._names import exact_str, type_name
 from ._rules import SPECIAL_OUTCOME_TOOLS
 
 __all__ = [
@@ -164,17 +165,6 @@ def unknown_tool_name(text: str) -> str | None:
 UNKNOWN_TOOL_SCAN_CHARS: Final = 4096
 
 
-def _exact_str(text: str) -> str:
-    """``text`` as an exact ``str``: a subclass's own methods never run on it again."""
-    return text if type(text) is str else str.__str__(text)
-
-
-def _type_name(cls: type) -> str:
-    """The class's own ``__name__``, which a metaclass cannot make lie or raise."""
-    name: str = type.__dict__["__name__"].__get__(cls, type)
-    return name
-
-
 def _error_text(error: object) -> object:
     """The text an error is hashed by, or the error itself when it has none (SPEC §2 rule 1).
 
@@ -187,12 +177,12 @@ def _error_text(error: object) -> object:
             message = str(error)
         except Exception:
             message = ""
-        return _exact_str(message) or _type_name(cls)
+        return exact_str(message) or type_name(cls)
     if issubclass(cls, str):
-        return _exact_str(error)  # type: ignore[arg-type]
+        return exact_str(error)  # type: ignore[call-overload]
     if issubclass(cls, (bool, int, float)):
         try:
-            return _exact_str(str(error))
+            return exact_str(str(error))
         except Exception:
             # An int past str()'s digit limit, or a subclass whose __str__ raises.
             return error

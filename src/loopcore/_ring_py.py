@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from ._names import exact_str
 from ._records import CallRecord, ScanStats
 from ._scopes import ScopeKey, ScopeLock, ScopeTable, session_of
 
@@ -99,12 +100,6 @@ def scan_window(ring: Sequence[list[Any]], tool_name: str, args_hash: int) -> Sc
     )
 
 
-def _exact(name: str | None) -> str | None:
-    """A name as the exact str it equals: a str subclass's own methods (a ``__del__``
-    run when a record falls out under the lock) never run in the store."""
-    return name if name is None or type(name) is str else str.__str__(name)
-
-
 def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
     return stats.recent < alarm and stats.pingpong < alarm and stats.unknown_streak < unknown_alarm
 
@@ -160,7 +155,9 @@ class RingStore:
         unknown_alarm: int,
     ) -> ScanStats | None:
         """``scan``; when quiet, the call is appended in the same step and None returned."""
-        tool_name, tool_call_id = _exact(tool_name), _exact(tool_call_id)  # type: ignore[assignment]
+        # Exact str: a str subclass's own methods (a ``__del__`` run when a record falls
+        # out under the lock) never run in the store.
+        tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
         with self._lock:
             stats = self._scan(key, tool_name, args_hash)
             if _quiet(stats, alarm, unknown_alarm):
@@ -172,7 +169,9 @@ class RingStore:
         self, key: ScopeKey, tool_name: str, args_hash: int, tool_call_id: str | None
     ) -> None:
         """Append a call without outcome; the oldest record falls out past ``history_size``."""
-        tool_name, tool_call_id = _exact(tool_name), _exact(tool_call_id)  # type: ignore[assignment]
+        # Exact str: a str subclass's own methods (a ``__del__`` run when a record falls
+        # out under the lock) never run in the store.
+        tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
         now = time.time()
         with self._lock:
             self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
@@ -187,8 +186,10 @@ class RingStore:
         unknown: str | None,
     ) -> CallRecord:
         """Fill the newest pending record of this call (SPEC §3), or append one; return it."""
-        tool_name, tool_call_id = _exact(tool_name), _exact(tool_call_id)  # type: ignore[assignment]
-        unknown = _exact(unknown)
+        # Exact str: a str subclass's own methods (a ``__del__`` run when a record falls
+        # out under the lock) never run in the store.
+        tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
+        unknown = exact_str(unknown)
         now = time.time()
         with self._lock:
             ring = self._rings.get(key)

@@ -74,20 +74,14 @@ def scope_key(session: Hashable, run_id: str | None) -> ScopeKey:
         if not isinstance(run_id, str):
             raise TypeError(f"run_id: expected a str or None, got {type(run_id).__name__}")
         run_id = run_id.strip() or None
-    if type(session) is SessionRef or _plain(session):
-        try:
-            hash(session)
-        except TypeError:
-            raise TypeError(
-                f"session: expected a hashable value, got {type(session).__name__}"
-            ) from None
-        return (session, run_id)
     try:
         hashed = hash(session)
     except TypeError:
         raise TypeError(
             f"session: expected a hashable value, got {type(session).__name__}"
         ) from None
+    if type(session) is SessionRef or _plain(session):
+        return (session, run_id)
     return (_session_ref(session, hashed), run_id)
 
 
