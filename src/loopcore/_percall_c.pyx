@@ -26,7 +26,8 @@ from ._ring_c cimport RingStore, Scan, loopcore_lock
 from ._fingerprint_c cimport Encoder, enc_digest, enc_free, enc_init, enc_raw
 
 from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name, is_known_poll
-from ._outcome_c import hash_outcome as _hash_outcome
+# The rules behind the C fast path (tried first, in ``plain``): the reference twin.
+from ._outcome_py import hash_outcome as _hash_outcome
 from ._records import NOT_STUCK
 from ._scopes import scope_key as _py_scope_key
 
@@ -298,9 +299,12 @@ cdef class _Calls:
         return plain_outcome(result, error, out)
 
     @cython.final
-    cdef object verdict_of(self, object key, object tool_name, object args, uint64_t args_hash,
-                           bint append, object tool_call_id):
-        """NOT_STUCK for a quiet scan (appended when ``append``), else the policy's verdict."""
+    cdef object verdict_of(self, object key, int64_t key_hash, object tool_name, object args,
+                           uint64_t args_hash, bint append, object tool_call_id):
+        """NOT_STUCK for a quiet scan (appended when ``append``), else the policy's verdict.
+
+        ``key_hash`` is what ``warm`` returned (unused without the compiled ring).
+        """
         cdef Scan scan
         if self.ring is None:
             if append:
@@ -315,14 +319,16 @@ cdef class _Calls:
                 return NOT_STUCK
             return self._verdict(stats, tool_name, args, args_hash)
         if not self.ring.scan_raw(
-            key, tool_name, args_hash, self._alarm, self._unknown_alarm, append, tool_call_id,
-            &scan,
+            key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
+            tool_call_id, &scan,
         ):
             return NOT_STUCK
         if type(tool_name) is not str:  # its own __format__ may write the message
             stats = self.ring.stats(&scan)
             if stats is None:  # a name moved meanwhile (another thread): scan again
-                return self.verdict_of(key, tool_name, args, args_hash, append, tool_call_id)
+                return self.verdict_of(
+                    key, key_hash, tool_name, args, args_hash, append, tool_call_id
+                )
             return self._verdict(stats, tool_name, args, args_hash)
         cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
             tool_name == "process" or tool_name == "command_status"
@@ -341,7 +347,9 @@ cdef class _Calls:
         if verdict is None:
             stats = self.ring.stats(&scan)
             if stats is None:  # a name moved meanwhile (another thread): scan again
-                return self.verdict_of(key, tool_name, args, args_hash, append, tool_call_id)
+                return self.verdict_of(
+                    key, key_hash, tool_name, args, args_hash, append, tool_call_id
+                )
             verdict = self._verdict(stats, tool_name, args, args_hash)
             if len(self.verdicts) >= VERDICT_CACHE_SIZE:
                 self.verdicts.clear()
@@ -357,9 +365,11 @@ cdef class _Calls:
         return 0
 
     @cython.final
-    cdef void warm(self, object key) except *:
+    cdef int64_t warm(self, object key) except? -1:
+        """Start fetching the scope's row; its key's hash, for the scan (0 without a ring)."""
         if self.ring is not None:
-            self.ring.warm(key)
+            return self.ring.warm(key)
+        return 0
 
 
 cdef class DetectorCalls(_Calls):
@@ -371,9 +381,9 @@ cdef class DetectorCalls(_Calls):
         valid_tool(tool_name)
         if not self._enabled:
             return NOT_STUCK
-        self.warm(key)
+        cdef int64_t key_hash = self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
-        return self.verdict_of(key, tool_name, args, args_hash, False, None)
+        return self.verdict_of(key, key_hash, tool_name, args, args_hash, False, None)
 
     def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
         """Append a call (without outcome) to its scope's history."""
@@ -415,12 +425,12 @@ cdef class GuardCalls(_Calls):
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
         valid_call_id(tool_call_id)
-        self.warm(key)
+        cdef int64_t key_hash = self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         if not self._enabled:
             self.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        verdict = self.verdict_of(key, tool_name, args, args_hash, True, tool_call_id)
+        verdict = self.verdict_of(key, key_hash, tool_name, args, args_hash, True, tool_call_id)
         if verdict is NOT_STUCK:
             return self._allowed  # quiet: already appended
         if not verdict.stuck:

@@ -94,10 +94,10 @@ cdef class RingStore:
     cdef Py_ssize_t found_row
     cdef loopcore_lock lock
 
-    cdef void warm(self, object key) except *
+    cdef int64_t warm(self, object key) except? -1
     cdef bint scan_raw(
-        self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
-        int64_t unknown_alarm, bint append, object call_id, Scan *out,
+        self, object key, int64_t key_hash, object tool_name, uint64_t args_hash,
+        int64_t alarm, int64_t unknown_alarm, bint append, object call_id, Scan *out,
     ) except -1
     cdef object stats(self, Scan *scan)
     cdef object scan_c(

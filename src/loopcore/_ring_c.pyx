@@ -268,23 +268,24 @@ cdef class RingStore:
 
     # -- the C API (the per-call twin's) ----------------------------------------------------
 
-    cdef void warm(self, object key) except *:
+    cdef int64_t warm(self, object key) except? -1:
         """Start fetching the scope's row, so that hashing the args hides the wait.
 
         With many live scopes a row is rarely in cache; the scan reads its args
-        column and newest slot, the append writes next to them.
+        column and newest slot, the append writes next to them. Returns the
+        key's hash, for the scan that follows (``scan_raw``).
         """
         cdef Py_ssize_t row, slot, newest, offset
         cdef Cols c
-        if not GIL_DISABLED and key is self.found_key:
-            return  # the row this key found last: just used, still cached
         cdef int64_t key_hash = key_hash_of(self, key)
+        if not GIL_DISABLED and key is self.found_key:
+            return key_hash  # the row this key found last: just used, still cached
         cdef int gc_was = enter(self)
         try:
             # A lookup, not a use: the LRU order changes only when the call does.
             row = row_lookup(self, key, key_hash)
             if row < 0 or self.meta[row].block == NULL:
-                return
+                return key_hash
             cols_of(&self.meta[row], &c)
             slot = self.meta[row].head
             newest = slot - 1 if slot > 0 else self.history_size - 1
@@ -298,19 +299,22 @@ cdef class RingStore:
                 prefetch(&c.ts[slot])
         finally:
             leave(self, gc_was)
+        return key_hash
 
     cdef bint scan_raw(
-        self, object key, object tool_name, uint64_t args_hash, int64_t alarm,
-        int64_t unknown_alarm, bint append, object call_id, Scan *out,
+        self, object key, int64_t key_hash, object tool_name, uint64_t args_hash,
+        int64_t alarm, int64_t unknown_alarm, bint append, object call_id, Scan *out,
     ) except -1:
-        """Scan into ``out``; True when alarmed, else (``append``) the call is appended."""
+        """Scan into ``out``; True when alarmed, else (``append``) the call is appended.
+
+        ``key_hash`` is ``key_hash_of(key)``, as ``warm`` returns it.
+        """
         cdef Py_ssize_t row
         cdef bint alarmed
         cdef double now = wall_clock() if append else 0.0
         tool_name = exact(tool_name)
         call_id = exact(call_id)
         cdef int64_t tool_index
-        cdef int64_t key_hash = key_hash_of(self, key)
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
@@ -346,7 +350,8 @@ cdef class RingStore:
     ):
         cdef Scan scan
         while self.scan_raw(
-            key, tool_name, args_hash, alarm, unknown_alarm, append, call_id, &scan
+            key, key_hash_of(self, key), tool_name, args_hash, alarm, unknown_alarm, append,
+            call_id, &scan,
         ):
             stats = self.stats(&scan)
             if stats is not None:
