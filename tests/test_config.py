@@ -41,6 +41,13 @@ SWITCHES = [
     ("generic_repeat", "genericRepeat"),
     ("known_poll_no_progress", "knownPollNoProgress"),
     ("ping_pong", "pingPong"),
+    ("argument_churn", "argumentChurn"),
+]
+# The run-loop cutoffs of SPEC §8.11: optional positive integers.
+CUTOFFS = [
+    ("turn_limit", "turnLimit"),
+    ("max_consecutive_error_batches", "maxConsecutiveErrorBatches"),
+    ("max_idle_repeat_calls", "maxIdleRepeatCalls"),
 ]
 # Values that are not positive integers; bool is excluded on purpose even though it is an int.
 BAD_THRESHOLDS = [0, -3, True, False, 1.5, 10.0, "10", None, [10]]
@@ -102,6 +109,8 @@ def test_dataclass_fields_are_snake_case() -> None:
         *(snake for snake, _ in THRESHOLDS),
         "detectors",
         "post_compaction_guard",
+        *(snake for snake, _ in CUTOFFS),
+        "mode",
     }
     assert {f.name for f in dataclasses.fields(DetectorSwitches)} == {s for s, _ in SWITCHES}
     assert {f.name for f in dataclasses.fields(PostCompactionGuardConfig)} == {"window_size"}
@@ -377,7 +386,7 @@ def test_nested_block_of_wrong_type(block: dict[str, Any], path: str) -> None:
 BOUND = 1_000_000
 # Every bounded field: its dotted path, and the mapping that sets it as written.
 BOUNDED = [
-    *((f"{ROOT}.{camel}", (lambda v, c=camel: {c: v})) for _, camel in THRESHOLDS),
+    *((f"{ROOT}.{camel}", (lambda v, c=camel: {c: v})) for _, camel in [*THRESHOLDS, *CUTOFFS]),
     (
         f"{ROOT}.postCompactionGuard.windowSize",
         lambda v: {"postCompactionGuard": {"windowSize": v}},
@@ -400,7 +409,9 @@ def test_values_past_the_bound_are_rejected(path: str, block: Callable[[object],
         assert message == _bound_message(path, str(value))
 
 
-@pytest.mark.parametrize(("snake", "camel"), THRESHOLDS, ids=[c for _, c in THRESHOLDS])
+@pytest.mark.parametrize(
+    ("snake", "camel"), [*THRESHOLDS, *CUTOFFS], ids=[c for _, c in [*THRESHOLDS, *CUTOFFS]]
+)
 def test_direct_construction_past_the_bound_is_rejected(snake: str, camel: str) -> None:
     message = _config_error(LoopDetectionConfig, **{snake: BOUND + 1})
     assert message == _bound_message(f"{ROOT}.{camel}", "1000001")
@@ -526,6 +537,9 @@ AT_THE_BOUNDS = {
     "unknownToolThreshold": BOUND,
     "globalCircuitBreakerThreshold": BOUND,
     "postCompactionGuard": {"windowSize": BOUND},
+    "turnLimit": BOUND,
+    "maxConsecutiveErrorBatches": BOUND,
+    "maxIdleRepeatCalls": BOUND,
 }
 
 
@@ -545,10 +559,9 @@ def test_a_config_at_the_bounds_builds_a_working_guard(
     assert not decision.blocked
     assert decision.warning is None
     guard.arm_post_compaction()
-    record = guard.after_call("read", {"path": "a"}, result="contents")
-    assert record is not None
+    guard.after_call("read", {"path": "a"}, result="contents")
     [stored] = detector.history()
-    assert stored.result_hash == record.result_hash is not None
+    assert stored.result_hash is not None
     assert not detector.check("read", {"path": "a"}).stuck
     assert len(_warnings(caplog)) == 4  # two repairs, two unreachable thresholds
     guard.end_run()
@@ -558,8 +571,8 @@ def test_a_config_at_the_bounds_builds_a_working_guard(
     assert not alone.check("read", {"path": "a"}).stuck
     alone.record_call("read", {"path": "a"})
     alone.record_outcome("read", {"path": "a"}, result="contents")
-    [stored] = alone.history()
-    assert stored.result_hash == record.result_hash
+    [alone_stored] = alone.history()
+    assert alone_stored.result_hash == stored.result_hash
     assert not alone.check("read", {"path": "a"}).stuck
 
 
@@ -1189,3 +1202,448 @@ def test_load_block_is_the_file_before_repairs(tmp_path: Path) -> None:
     }
     assert LoopDetectionConfig.from_mapping(block) == load_config(path, agent_id="main")
     assert with_setting(block, "warningThreshold", 3).critical_threshold == 5
+
+
+# ---------------------------------------------------------------------------
+# Run-loop cutoffs, mode and argumentChurn (SPEC §8.3, §8.11, §8.14, §9.5)
+
+BAD_CUTOFFS = [v for v in BAD_THRESHOLDS if v is not None]  # null means unset here
+
+
+def test_new_fields_default_to_unset_enforce_and_churn_on() -> None:
+    cfg = LoopDetectionConfig()
+    assert (cfg.turn_limit, cfg.max_consecutive_error_batches, cfg.max_idle_repeat_calls) == (
+        None,
+        None,
+        None,
+    )
+    assert cfg.mode == "enforce"
+    assert cfg.detectors.argument_churn is True
+    assert cfg.run_loop_guards() == (None, None, None)
+
+
+@pytest.mark.parametrize(("snake", "camel"), CUTOFFS, ids=[c for _, c in CUTOFFS])
+def test_each_cutoff_reads_in_both_spellings(snake: str, camel: str) -> None:
+    assert getattr(LoopDetectionConfig.from_mapping({camel: 7}), snake) == 7
+    assert getattr(LoopDetectionConfig.from_mapping({snake: 8}), snake) == 8
+    assert getattr(LoopDetectionConfig(**{snake: 9}), snake) == 9
+    # null in a file is the same as leaving the key out
+    assert getattr(LoopDetectionConfig.from_mapping({camel: None}), snake) is None
+    message = _config_error(LoopDetectionConfig.from_mapping, {camel: 1, snake: 1})
+    assert "given twice" in message
+
+
+@pytest.mark.parametrize(("snake", "camel"), CUTOFFS, ids=[c for _, c in CUTOFFS])
+@pytest.mark.parametrize("bad", BAD_CUTOFFS, ids=repr)
+def test_bad_cutoff_is_rejected_naming_its_path(snake: str, camel: str, bad: object) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {camel: bad})
+    assert message.startswith(f"{ROOT}.{camel}: expected a positive integer up to 1000000, got ")
+    _assert_names_value(message, bad)
+    message = _config_error(LoopDetectionConfig, **{snake: bad})
+    assert message.startswith(f"{ROOT}.{camel}: expected a positive integer")
+
+
+@pytest.mark.parametrize(("snake", "camel"), CUTOFFS, ids=[c for _, c in CUTOFFS])
+def test_cutoffs_at_below_and_above_the_bound(snake: str, camel: str) -> None:
+    assert getattr(LoopDetectionConfig.from_mapping({camel: BOUND - 1}), snake) == BOUND - 1
+    assert getattr(LoopDetectionConfig.from_mapping({camel: BOUND}), snake) == BOUND
+    assert getattr(LoopDetectionConfig.from_mapping({camel: 1}), snake) == 1
+    message = _config_error(LoopDetectionConfig.from_mapping, {camel: BOUND + 1})
+    assert message == _bound_message(f"{ROOT}.{camel}", "1000001")
+
+
+def test_cutoffs_are_never_repaired_and_never_warn(caplog: pytest.LogCaptureFixture) -> None:
+    # A cutoff far above historySize is meaningful (it counts turns, not history).
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        cfg = LoopDetectionConfig.from_mapping(
+            {"historySize": 5, "warningThreshold": 2, "criticalThreshold": 3,
+             "globalCircuitBreakerThreshold": 4, "turnLimit": 900, "maxIdleRepeatCalls": 1}
+        )  # fmt: skip
+    assert cfg.run_loop_guards() == (900, None, 1)
+    assert _warnings(caplog) == []
+
+
+def test_a_cutoff_subclass_of_int_is_stored_as_a_plain_int() -> None:
+    class Three(int):
+        pass
+
+    cfg = LoopDetectionConfig.from_mapping({"turnLimit": Three(3)})
+    assert type(cfg.turn_limit) is int
+    assert cfg.turn_limit == 3
+
+
+def test_run_loop_guards_spec_example_agent_overlay() -> None:
+    # SPEC §8.11: global {enabled, turnLimit 300, maxConsecutiveErrorBatches 4} + agent
+    # {turnLimit 25} → 25 / 4 / None.
+    source = {
+        "tools": {
+            "loopDetection": {"enabled": True, "turnLimit": 300, "maxConsecutiveErrorBatches": 4}
+        },
+        "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"turnLimit": 25}}}]},
+    }
+    cfg = load_config(source, "a")
+    assert (cfg.turn_limit, cfg.max_consecutive_error_batches, cfg.max_idle_repeat_calls) == (
+        25,
+        4,
+        None,
+    )
+    assert cfg.run_loop_guards() == (25, 4, None)
+    assert load_config(source).run_loop_guards() == (300, 4, None)
+
+
+@pytest.mark.parametrize(
+    ("enabled", "expected"),
+    [(None, (5, 6, 7)), (True, (5, 6, 7)), (False, (None, None, None))],
+    ids=["unset", "true", "false"],
+)
+def test_run_loop_guards_follow_enabled(
+    enabled: bool | None, expected: tuple[int | None, ...]
+) -> None:
+    cfg = LoopDetectionConfig(
+        enabled=enabled, turn_limit=5, max_consecutive_error_batches=6, max_idle_repeat_calls=7
+    )
+    assert cfg.run_loop_guards() == expected
+    # the fields keep their values; only the active set is switched off
+    assert (cfg.turn_limit, cfg.max_consecutive_error_batches, cfg.max_idle_repeat_calls) == (
+        5,
+        6,
+        7,
+    )
+
+
+def test_enabled_true_alone_activates_no_cutoff() -> None:
+    assert LoopDetectionConfig.from_mapping({"enabled": True}).run_loop_guards() == (
+        None,
+        None,
+        None,
+    )
+
+
+def test_each_cutoff_is_active_on_its_own() -> None:
+    assert LoopDetectionConfig(turn_limit=3).run_loop_guards() == (3, None, None)
+    assert LoopDetectionConfig(max_consecutive_error_batches=3).run_loop_guards() == (
+        None,
+        3,
+        None,
+    )
+    assert LoopDetectionConfig(max_idle_repeat_calls=3).run_loop_guards() == (None, None, 3)
+
+
+def test_agent_enabled_false_turns_off_global_cutoffs_and_null_unsets_one() -> None:
+    global_block = {"turnLimit": 10, "maxIdleRepeatCalls": 3}
+    assert resolve_config(global_block, {"enabled": False}).run_loop_guards() == (
+        None,
+        None,
+        None,
+    )
+    cfg = resolve_config(global_block, {"turnLimit": None})
+    assert cfg.run_loop_guards() == (None, None, 3)
+
+
+@pytest.mark.parametrize("mode", ["enforce", "observe"])
+def test_mode_accepts_its_two_values(mode: str) -> None:
+    assert LoopDetectionConfig.from_mapping({"mode": mode}).mode == mode
+    assert LoopDetectionConfig(mode=mode).mode == mode  # type: ignore[arg-type]
+    assert resolve_config({"mode": "observe"}, {"mode": mode}).mode == mode
+
+
+@pytest.mark.parametrize("bad", ["block", "Enforce", "OBSERVE", "", None, True, 1, ["observe"]])
+def test_bad_mode_is_a_config_error_naming_the_path(bad: object) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"mode": bad})
+    assert message.startswith(f"{ROOT}.mode: expected 'enforce' or 'observe', got ")
+    _assert_names_value(message, bad)
+    message = _config_error(LoopDetectionConfig, mode=bad)
+    assert message.startswith(f"{ROOT}.mode: ")
+
+
+def test_bad_mode_message_is_exact() -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {"mode": "block"})
+    assert message == "tools.loopDetection.mode: expected 'enforce' or 'observe', got 'block'"
+
+
+def test_mode_a_str_subclass_is_stored_as_a_plain_str() -> None:
+    class Lying(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = str.__hash__
+
+    assert type(LoopDetectionConfig.from_mapping({"mode": Lying("observe")}).mode) is str
+    _config_error(LoopDetectionConfig.from_mapping, {"mode": Lying("nonsense")})
+
+
+def test_agent_mode_overlays_the_global_mode() -> None:
+    source = {
+        "tools": {"loopDetection": {"mode": "observe"}},
+        "agents": {"list": [{"id": "a", "tools": {"loopDetection": {"mode": "enforce"}}}]},
+    }
+    assert load_config(source).mode == "observe"
+    assert load_config(source, "a").mode == "enforce"
+
+
+def test_argument_churn_switch_overlays_field_by_field() -> None:
+    cfg = resolve_config(
+        {"detectors": {"argumentChurn": False}}, {"detectors": {"pingPong": False}}
+    )
+    assert cfg.detectors == DetectorSwitches(argument_churn=False, ping_pong=False)
+    cfg = resolve_config(
+        {"detectors": {"argumentChurn": False}}, {"detectors": {"argument_churn": True}}
+    )
+    assert cfg.detectors.argument_churn is True
+
+
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [
+        ("turnLimt", "turnLimit"),
+        ("maxTurns", "turnLimit"),
+        ("maxConsecutiveErrorBatch", "maxConsecutiveErrorBatches"),
+        ("maxIdleRepeatCall", "maxIdleRepeatCalls"),
+        ("mod", "mode"),
+    ],
+)
+def test_unknown_new_key_suggests_closest(typo: str, suggestion: str) -> None:
+    message = _config_error(LoopDetectionConfig.from_mapping, {typo: 3})
+    assert message.startswith(f"{ROOT}.{typo}: unknown key; did you mean {suggestion!r}?")
+
+
+def test_unknown_detector_suggests_argument_churn() -> None:
+    message = _config_error(
+        LoopDetectionConfig.from_mapping, {"detectors": {"argumentChrun": False}}
+    )
+    assert "did you mean 'argumentChurn'?" in message
+
+
+def test_config_mapping_carries_the_new_keys_and_round_trips() -> None:
+    from loopcore._config import config_mapping
+
+    cfg = LoopDetectionConfig.from_mapping(
+        {
+            "mode": "observe",
+            "turnLimit": 40,
+            "maxIdleRepeatCalls": 3,
+            "detectors": {"argumentChurn": False},
+        }
+    )
+    block = config_mapping(cfg)
+    assert block["mode"] == "observe"
+    assert (block["turnLimit"], block["maxConsecutiveErrorBatches"]) == (40, None)
+    assert block["maxIdleRepeatCalls"] == 3
+    assert block["detectors"]["argumentChurn"] is False
+    assert LoopDetectionConfig.from_mapping(block) == cfg
+
+
+def test_settings_reach_the_new_keys() -> None:
+    base = LoopDetectionConfig.from_mapping({"turnLimit": 40})
+    assert with_setting(base, "turnLimit", 5).turn_limit == 5
+    assert with_setting(base, "maxIdleRepeatCalls", 2).run_loop_guards() == (40, None, 2)
+    assert with_setting(base, "mode", "observe").mode == "observe"
+    assert with_setting(base, "detectors.argumentChurn", False).detectors.argument_churn is False
+    assert with_setting({}, "max_consecutive_error_batches", 4).max_consecutive_error_batches == 4
+    assert overlay({"turnLimit": 40}, {"mode": "observe"}) == {"turnLimit": 40, "mode": "observe"}
+    message = _config_error(with_setting, base, "mode", "shadow")
+    assert message == "tools.loopDetection.mode: expected 'enforce' or 'observe', got 'shadow'"
+    message = _config_error(with_setting, base, "turnLimit", 0)
+    assert message == _bound_message(f"{ROOT}.turnLimit", "0")
+    message = _config_error(with_setting, base, "turnLimit.x", 1)
+    assert message.startswith(f"{ROOT}.turnLimit: has no nested settings")
+
+
+# ---------------------------------------------------------------------------
+# agents.entries and default: true (SPEC §8.14, §12.12)
+
+ENTRIES_JSON5 = """\
+{
+  tools: { loopDetection: { enabled: true, historySize: 40, turnLimit: 300 } },
+  agents: {
+    list: [
+      { id: "main", default: true },
+      { id: "both", tools: { loopDetection: { historySize: 11, warningThreshold: 3 } } },
+    ],
+    entries: {
+      worker: {
+        model: "some/model",          // not ours: ignored
+        workspace: "~/work",
+        tools: { exec: { host: "sandbox" }, loopDetection: { turnLimit: 25 } },
+      },
+      both: { tools: { loopDetection: { historySize: 32 } } },
+      quiet: {},
+    },
+  },
+}
+"""
+
+
+def test_entries_supply_an_agent_override(tmp_path: Path) -> None:
+    path = _write(tmp_path, ENTRIES_JSON5)
+    worker = load_config(path, "worker")
+    assert worker == LoopDetectionConfig(enabled=True, history_size=40, turn_limit=25)
+    assert load_config(path, "quiet") == LoopDetectionConfig(
+        enabled=True, history_size=40, turn_limit=300
+    )
+
+
+def test_an_id_in_list_and_entries_takes_the_entries_block_and_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _write(tmp_path, ENTRIES_JSON5)
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        both = load_config(path, "both")
+    # the list's warningThreshold is not merged in: the entries block replaces it
+    assert both == LoopDetectionConfig(enabled=True, history_size=32, turn_limit=300)
+    messages = [r.getMessage() for r in _warnings(caplog)]
+    assert len(messages) == 1, messages
+    assert "'both'" in messages[0]
+    assert "agents.entries" in messages[0]
+
+
+def test_an_entries_entry_without_a_block_still_replaces_the_list_entry() -> None:
+    source = {
+        "agents": {
+            "list": [{"id": "x", "tools": {"loopDetection": {"historySize": 9}}}],
+            "entries": {"x": {"model": "m"}},
+        }
+    }
+    assert load_config(source, "x") == LoopDetectionConfig()
+
+
+def test_the_default_agent_supplies_the_override_without_an_id() -> None:
+    source: dict[str, Any] = {
+        "tools": {"loopDetection": {"historySize": 40}},
+        "agents": {
+            "list": [{"id": "a", "default": True, "tools": {"loopDetection": {"turnLimit": 8}}}],
+            "entries": {"b": {"tools": {"loopDetection": {"historySize": 12}}}},
+        },
+    }
+    assert load_config(source) == LoopDetectionConfig(history_size=40, turn_limit=8)
+    # a named id wins over the default
+    assert load_config(source, "b") == LoopDetectionConfig(history_size=12)
+    # the default may also sit in entries
+    source["agents"]["list"][0]["default"] = False
+    source["agents"]["entries"]["b"]["default"] = True
+    assert load_config(source) == LoopDetectionConfig(history_size=12)
+
+
+def test_the_default_mark_in_a_replaced_list_entry_does_not_count() -> None:
+    source = {
+        "agents": {
+            "list": [{"id": "a", "default": True, "tools": {"loopDetection": {"turnLimit": 8}}}],
+            "entries": {"a": {"tools": {"loopDetection": {"turnLimit": 9}}}},
+        }
+    }
+    assert load_config(source) == LoopDetectionConfig()
+    assert load_config(source, "a").turn_limit == 9
+
+
+def test_no_default_agent_means_the_global_block(caplog: pytest.LogCaptureFixture) -> None:
+    source = {
+        "tools": {"loopDetection": {"historySize": 40}},
+        "agents": {"entries": {"b": {"tools": {"loopDetection": {"historySize": 12}}}}},
+    }
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        assert load_config(source) == LoopDetectionConfig(history_size=40)
+    assert _warnings(caplog) == []
+
+
+def test_several_default_agents_mean_the_global_block_and_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = {
+        "tools": {"loopDetection": {"historySize": 40}},
+        "agents": {
+            "list": [{"id": "a", "default": True, "tools": {"loopDetection": {"turnLimit": 8}}}],
+            "entries": {"b": {"default": True, "tools": {"loopDetection": {"turnLimit": 9}}}},
+        },
+    }
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        assert load_config(source) == LoopDetectionConfig(history_size=40)
+    [message] = [r.getMessage() for r in _warnings(caplog)]
+    assert "'a'" in message
+    assert "'b'" in message
+    assert "default" in message
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, [True]], ids=repr)
+def test_a_default_mark_that_is_not_a_bool_is_rejected(bad: object) -> None:
+    source = {"agents": {"entries": {"w": {"default": bad}}}}
+    message = _config_error(load_config, source)
+    assert message.startswith("agents.entries.w.default: expected true or false, got ")
+    source = {"agents": {"list": [{"id": "w", "default": bad}]}}
+    assert _config_error(load_config, source).startswith("agents.list[0].default: expected")
+
+
+def test_the_default_mark_in_a_file(tmp_path: Path) -> None:
+    assert load_config(_write(tmp_path, ENTRIES_JSON5)) == LoopDetectionConfig(
+        enabled=True, history_size=40, turn_limit=300
+    )
+    text = ENTRIES_JSON5.replace("worker: {\n", "worker: {\n        default: true,\n")
+    text = text.replace('{ id: "main", default: true }', '{ id: "main" }')
+    assert load_config(_write(tmp_path, text, "second.json5")).turn_limit == 25
+
+
+def test_an_unknown_id_with_entries_warns_and_uses_global(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = {
+        "tools": {"loopDetection": {"historySize": 40}},
+        "agents": {"entries": {"worker": {"tools": {"loopDetection": {"historySize": 12}}}}},
+    }
+    with caplog.at_level(logging.DEBUG, logger="loopcore"):
+        assert load_config(source, "wokrer") == LoopDetectionConfig(history_size=40)
+    [message] = [r.getMessage() for r in _warnings(caplog)]
+    assert "'wokrer'" in message
+    assert "global" in message
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ({"agents": ["worker"]}, "agents: expected a mapping, got list"),
+        ({"agents": {"entries": ["worker"]}}, "agents.entries: expected a mapping, got list"),
+        (
+            {"agents": {"entries": {"worker": []}}},
+            "agents.entries.worker: expected a mapping, got list",
+        ),
+        (
+            {"agents": {"entries": {"a b": "x"}}},
+            "agents.entries['a b']: expected a mapping, got 'x'",
+        ),
+        (
+            {"agents": {"entries": {"worker": {"tools": [1]}}}},
+            "agents.entries.worker.tools: expected a mapping, got list",
+        ),
+        (
+            {"agents": {"entries": {"worker": {"tools": {"loopDetection": 3}}}}},
+            "agents.entries.worker.tools.loopDetection: expected a mapping, got 3",
+        ),
+    ],
+    ids=["agents", "entries", "entry", "odd-id", "tools", "loopDetection"],
+)
+def test_wrong_typed_agent_entries_name_the_path(source: dict[str, Any], message: str) -> None:
+    assert _config_error(load_config, source, "worker") == message
+
+
+def test_malformed_agents_are_rejected_also_without_an_id() -> None:
+    # The default agent is looked for, so the agents section is always read.
+    message = _config_error(load_config, {"agents": {"entries": {"worker": []}}})
+    assert message == "agents.entries.worker: expected a mapping, got list"
+
+
+def test_a_bad_value_in_an_entries_block_names_its_path() -> None:
+    source = {"agents": {"entries": {"worker": {"tools": {"loopDetection": {"turnLimit": 0}}}}}}
+    message = _config_error(load_config, source, "worker")
+    assert message == _bound_message("agents.entries.worker.tools.loopDetection.turnLimit", "0")
+
+
+def test_other_agents_blocks_are_not_validated() -> None:
+    # Only the chosen agent's block is read; another agent's typo is its own problem.
+    source = {
+        "agents": {
+            "entries": {
+                "good": {"tools": {"loopDetection": {"historySize": 12}}},
+                "bad": {"tools": {"loopDetection": {"historySise": 12}}},
+            }
+        }
+    }
+    assert load_config(source, "good").history_size == 12
+    assert "historySize" in _config_error(load_config, source, "bad")

@@ -1,4 +1,4 @@
-"""How is ``tools.loopDetection`` read, validated, repaired and overlaid? (SPEC §1)"""
+"""How is ``tools.loopDetection`` read, validated, repaired and overlaid? (SPEC §1, §8.14)"""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from ._names import describe
+from ._names import describe, exact_str
 
 __all__ = [
     "ConfigError",
     "DetectorSwitches",
     "LoopDetectionConfig",
+    "Mode",
     "PostCompactionGuardConfig",
     "coerce_config",
     "config_mapping",
@@ -31,6 +32,9 @@ __all__ = [
 logger = logging.getLogger("loopcore")
 
 GLOBAL_PATH = "tools.loopDetection"
+
+#: What the guard does with its decisions (SPEC §9.5): act on them, or only report them.
+Mode = Literal["enforce", "observe"]
 
 
 class ConfigError(ValueError):
@@ -76,6 +80,19 @@ def _boolean(path: str, value: object) -> bool:
     return value
 
 
+def _mode(path: str, value: object) -> Mode:
+    text = exact_str(value) if isinstance(value, str) else None
+    if text == "enforce":
+        return "enforce"
+    if text == "observe":
+        return "observe"
+    raise ConfigError(f"{path}: expected 'enforce' or 'observe', got {describe(value)}")
+
+
+#: Keys users carry over from elsewhere, with the key loopcore reads instead (SPEC §8.15 F2).
+_RENAMED = {"maxTurns": "turnLimit"}
+
+
 def _canonical_keys(block: object, path: str, known: tuple[str, ...]) -> dict[str, Any]:
     """``block`` with its keys mapped to their camelCase spelling; unknown keys rejected."""
     if not isinstance(block, Mapping):
@@ -89,6 +106,8 @@ def _canonical_keys(block: object, path: str, known: tuple[str, ...]) -> dict[st
             import difflib  # only for a bad key: kept off the import of loopcore
 
             hint = difflib.get_close_matches(str(key), list(by_spelling), n=1, cutoff=0.5)
+            if _RENAMED.get(key) in by_spelling:
+                hint = [_RENAMED[key]]
             suggestion = f"; did you mean {by_spelling[hint[0]]!r}?" if hint else ""
             known_list = ", ".join(known)
             raise ConfigError(f"{path}.{key}: unknown key{suggestion} (known keys: {known_list})")
@@ -105,6 +124,7 @@ class DetectorSwitches:
     generic_repeat: bool = True
     known_poll_no_progress: bool = True
     ping_pong: bool = True
+    argument_churn: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -143,6 +163,8 @@ _THRESHOLDS = (
     "unknown_tool_threshold",
     "global_circuit_breaker_threshold",
 )
+#: The run-loop cutoffs (SPEC §8.11): unset (None) unless a config names them.
+_CUTOFFS = ("turn_limit", "max_consecutive_error_batches", "max_idle_repeat_calls")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +181,21 @@ class LoopDetectionConfig:
     post_compaction_guard: PostCompactionGuardConfig = field(
         default_factory=PostCompactionGuardConfig
     )
+    turn_limit: int | None = None
+    max_consecutive_error_batches: int | None = None
+    max_idle_repeat_calls: int | None = None
+    mode: Mode = "enforce"
 
     def __post_init__(self) -> None:
         if self.enabled is not None:
             _boolean(f"{GLOBAL_PATH}.enabled", self.enabled)
-        for name in _THRESHOLDS:
-            # Stored as a plain int: an int subclass's own methods never run later.
-            value = _positive_int(f"{GLOBAL_PATH}.{_camel(name)}", getattr(self, name))
-            object.__setattr__(self, name, value)
+        for name in (*_THRESHOLDS, *_CUTOFFS):
+            value = getattr(self, name)
+            if value is not None or name in _THRESHOLDS:
+                # Stored as a plain int: an int subclass's own methods never run later.
+                value = _positive_int(f"{GLOBAL_PATH}.{_camel(name)}", value)
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "mode", _mode(f"{GLOBAL_PATH}.mode", self.mode))
         # Nested blocks may be given as mappings; from_mapping rejects anything else.
         if not isinstance(self.detectors, DetectorSwitches):
             object.__setattr__(self, "detectors", DetectorSwitches.from_mapping(self.detectors))
@@ -213,6 +242,13 @@ class LoopDetectionConfig:
                     self.history_size,
                 )
 
+    def run_loop_guards(self) -> tuple[int | None, int | None, int | None]:
+        """``(turn_limit, max_consecutive_error_batches, max_idle_repeat_calls)``, None where
+        unset; all None when ``enabled`` is False, which turns the cutoffs off (SPEC §8.11)."""
+        if self.enabled is False:
+            return (None, None, None)
+        return (self.turn_limit, self.max_consecutive_error_batches, self.max_idle_repeat_calls)
+
     @classmethod
     def from_mapping(
         cls, block: Mapping[str, Any] | None, path: str = GLOBAL_PATH
@@ -229,7 +265,14 @@ class LoopDetectionConfig:
         return cls(**kwargs)
 
 
-_TOP_KEYS = ("enabled", *(_camel(name) for name in _THRESHOLDS), "detectors", "postCompactionGuard")
+_TOP_KEYS = (
+    "enabled",
+    "mode",
+    *(_camel(name) for name in (*_THRESHOLDS, *_CUTOFFS)),
+    "detectors",
+    "postCompactionGuard",
+)
+_OPTIONAL = frozenset(_camel(name) for name in _CUTOFFS)
 _NESTED = {"detectors": _DETECTOR_KEYS, "postCompactionGuard": _GUARD_KEYS}
 
 
@@ -254,6 +297,10 @@ def _validated(block: object, path: str) -> dict[str, Any]:
         if name == "enabled":
             if value is not None:
                 _boolean(sub, value)
+        elif name == "mode":
+            values[name] = _mode(sub, value)
+        elif name in _OPTIONAL and value is None:
+            pass  # written as null: unset, as if left out (an agent can unset a global cutoff)
         elif name in _NESTED:
             values[name] = _nested(name, value, sub)
         else:
@@ -287,8 +334,8 @@ def resolve_config(
 
 def config_mapping(config: LoopDetectionConfig) -> dict[str, Any]:
     """The config as a ``tools.loopDetection`` block (camelCase keys), repairs applied."""
-    block: dict[str, Any] = {"enabled": config.enabled}
-    for name in _THRESHOLDS:
+    block: dict[str, Any] = {"enabled": config.enabled, "mode": config.mode}
+    for name in (*_THRESHOLDS, *_CUTOFFS):
         block[_camel(name)] = getattr(config, name)
     block["detectors"] = {
         _camel(f.name): getattr(config.detectors, f.name)
@@ -366,28 +413,6 @@ def with_setting(
     return with_settings(base, {key: value})
 
 
-def _read(source: str | os.PathLike[str]) -> object:
-    path = os.fspath(source)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot read config file: {reason}") from None
-    try:
-        import json5  # only when a config file is read
-
-        return json5.loads(text)
-    except ValueError as exc:
-        # json5 reports "<string>:LINE ..."; name the file instead.
-        detail = re.sub(r"^<string>:(\d+)\s*", "", str(exc))
-        match = re.match(r"^<string>:(\d+)", str(exc))
-        where = f"{path}:{match.group(1)}" if match else path
-        raise ConfigError(f"{where}: invalid JSON5: {detail}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid JSON5: nested too deeply") from None
-
-
 def _child(node: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
     value = node.get(key)
     if value is None:
@@ -400,7 +425,11 @@ def _child(node: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | 
 def load_config(
     source: str | os.PathLike[str] | Mapping[str, Any], agent_id: str | None = None
 ) -> LoopDetectionConfig:
-    """The resolved loop-detection config of a gateway config file (JSON5) or parsed mapping."""
+    """The resolved loop-detection config of a gateway config file (JSON5) or parsed mapping.
+
+    The block of agent ``agent_id`` (in ``agents.list`` or ``agents.entries``) is laid
+    over the global one; with no id, that of the one agent marked ``default: true``.
+    """
     return LoopDetectionConfig.from_mapping(load_block(source, agent_id))
 
 
@@ -409,11 +438,15 @@ def load_block(
 ) -> dict[str, Any]:
     """``load_config``'s block before it becomes a config: validated, agent override laid over
     the global block, ordering not yet repaired (so that more settings can be laid over it)."""
+    # Imported on use: _include needs ConfigError from this module.
+    from ._include import agent_entry, load_file, reject_includes
+
     if isinstance(source, Mapping):
+        reject_includes(source)
         root: object = source
         origin = "config"
     elif isinstance(source, (str, os.PathLike)):
-        root = _read(source)
+        root = load_file(source)
         origin = os.fspath(source)
     else:
         raise TypeError(f"source: expected a path or a mapping, got {type(source).__name__}")
@@ -421,28 +454,14 @@ def load_block(
         raise ConfigError(f"{origin}: expected a mapping at the top level, got {describe(root)}")
     tools = _child(root, "tools", "tools")
     global_block = _child(tools, "loopDetection", GLOBAL_PATH) if tools else None
-    if agent_id is None:
+    found = agent_entry(root, agent_id)
+    if found is None:
         return _merge(global_block, None, GLOBAL_PATH)
-
-    agents = _child(root, "agents", "agents")
-    entries = agents.get("list") if agents else None
-    if entries is None:
-        entries = []
-    if not isinstance(entries, list):
-        raise ConfigError(f"agents.list: expected a list, got {describe(entries)}")
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"agents.list[{index}]: expected a mapping, got {describe(entry)}")
-        if entry.get("id") != agent_id:
-            continue
-        agent_tools = _child(entry, "tools", f"agents.list[{index}].tools")
-        path = f"agents.list[{index}].tools.loopDetection"
-        agent_block = _child(agent_tools, "loopDetection", path) if agent_tools else None
-        return _merge(global_block, agent_block, path)
-    logger.warning(
-        "loop detection: no agent with id %r in agents.list; using the global settings", agent_id
-    )
-    return _merge(global_block, None, GLOBAL_PATH)
+    path, entry = found
+    agent_tools = _child(entry, "tools", f"{path}.tools")
+    block_path = f"{path}.tools.loopDetection"
+    agent_block = _child(agent_tools, "loopDetection", block_path) if agent_tools else None
+    return _merge(global_block, agent_block, block_path)
 
 
 def coerce_config(config: LoopDetectionConfig | Mapping[str, Any] | None) -> LoopDetectionConfig:
