@@ -10,12 +10,15 @@ mappings that raise on access, buffers (``array.array``, ``memoryview``,
 ``mmap``) and numpy arrays. Then (SPEC §2, §11):
 
 - ``fuzz_encode``: every fingerprint twin's ``encode`` returns the same bytes
-  and ``fingerprint`` is xxh3-64 of the domain and those bytes; none raises.
-- ``fuzz_outcome``: ``hash_call`` and ``hash_outcome`` of both outcome twins
-  (``_outcome_py`` vs ``_outcome_c``, and the whole pure-Python stack vs the
-  whole compiled one) agree and never raise, for random tool names and
-  result/error shapes (tool-result dicts with content/details; exec, process,
-  message and update_plan shapes).
+  and ``fingerprint`` is xxh3-64 of the domain and those bytes, plain and in
+  the nonce-normalising mode (SPEC §8.5); none raises.
+- ``fuzz_outcome``: ``hash_call``, ``hash_outcome`` and ``outcome_of`` of both
+  outcome twins (``_outcome_py`` vs ``_outcome_c``, and the whole pure-Python
+  stack vs the whole compiled one) agree and never raise, for random tool names
+  and result/error shapes (tool-result dicts with content/details; exec,
+  process, message, update_plan, write no-op, loop-veto and Code Mode receipt
+  shapes; strings holding wrapper nonces, well-formed or not, at any depth and
+  as mapping keys; a host normaliser).
 
 Runs: ``python -m pytest tests/test_fuzz_fingerprint.py`` (a few seconds; part
 of the normal suite), ``LOOPCORE_FUZZ_EXAMPLES=20000 python -m pytest
@@ -88,7 +91,33 @@ DOMAIN = b"loopcore:fuzz\x00"
 
 # ---- recipes -------------------------------------------------------------------
 
-TEXT = st.text(st.characters(codec=None) | st.characters(categories=["Cs"]), max_size=12)
+
+def _wrapped(nonce: str, body: str, run: int, close: str) -> str:
+    b = "\\" * run
+    return (
+        f'<<<EXTERNAL_UNTRUSTED_CONTENT id={b}"{nonce}{b}">>>{body}'
+        f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id={b}"{close}{b}">>>'
+    )
+
+
+# Texts holding SPEC §8.5 wrappers: fresh or zero nonces, backslash runs of one
+# JSON depth or not, quotes escaped to the depth or not, ids that differ, halves.
+NONCES = st.sampled_from(["9f3a0c1d2b4e5f60", "0" * 16, "0123456789abcdef", "ABCDEF0123456789"])
+WRAPPED = st.builds(
+    _wrapped,
+    NONCES,
+    st.sampled_from(["", 'a "q"', 'a \\"q\\"', "\n<<<", "took 5ms, pid 7"]),
+    st.sampled_from([0, 1, 2, 3, 7]),
+    NONCES,
+) | st.sampled_from(
+    [
+        '<<<EXTERNAL_UNTRUSTED_CONTENT id="9f3a0c1d2b4e5f60">>>half',
+        '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="9f3a0c1d2b4e5f60">>>',
+        "(Command exited with code 1)",
+        "2026-03-01T10:00:00Z attempt 3 failed after 12ms",
+    ]
+)
+TEXT = st.text(st.characters(codec=None) | st.characters(categories=["Cs"]), max_size=12) | WRAPPED
 SCALAR = st.one_of(
     st.tuples(st.just("none")),
     st.tuples(st.just("bool"), st.booleans()),
@@ -288,20 +317,40 @@ def check_encoders(value: Any) -> None:
     expected = xxhash.xxh3_64_intdigest(DOMAIN + encodings[0])
     for encoder in ENCODERS:
         assert encoder.fingerprint(value, DOMAIN) == expected
+    normalised = [encoder.encode(value, nonces=True) for encoder in ENCODERS]
+    assert all(e == normalised[0] for e in normalised), "nonce-mode encodings disagree"
+    expected = xxhash.xxh3_64_intdigest(DOMAIN + normalised[0])
+    for encoder in ENCODERS:
+        assert encoder.fingerprint(value, DOMAIN, nonces=True) == expected
 
 
-TOOL_NAMES = ["exec", "process", "message", "update_plan", "sessions_send", "read", "notify"]
+TOOL_NAMES = [
+    "exec",
+    "process",
+    "message",
+    "update_plan",
+    "sessions_send",
+    "read",
+    "notify",
+    "write",
+    "wait",
+    "shaped",
+]
 TOOLS = st.sampled_from([*TOOL_NAMES, "command_status"]) | st.text(max_size=8)
 STATUSES = st.sampled_from(
     ["running", "completed", "failed", "approval-pending", "blocked", "sent", "other"]
 )
+EXIT_CODES = st.tuples(
+    st.just("float"), st.sampled_from([1.0, 2.5, -1.0, 0.0, float("nan"), float("inf"), 1e21])
+) | st.tuples(st.just("int"), st.sampled_from([1, 0, -3, 2**70, 10**400]))
 
 
 def _details(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     exec_like = st.fixed_dictionaries(
         {"status": st.tuples(st.just("str"), STATUSES)},
         optional={
-            "exitCode": values,
+            "exitCode": values | EXIT_CODES,
+            "changed": values | st.just(("bool", False)),
             "aggregated": values,
             "tail": values,
             "timedOut": values,
@@ -321,8 +370,49 @@ def _content(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.tuples(st.sampled_from(["list", "tuple"]), st.lists(entry | values, max_size=3))
 
 
+_PENDING_CALL = st.fixed_dictionaries(
+    {},
+    optional={
+        "method": st.tuples(st.just("str"), st.sampled_from(["read", "grep"])),
+        "args": VALUE,
+        "settled": st.tuples(st.just("bool"), st.booleans()) | VALUE,
+        "id": VALUE,
+    },
+).map(lambda d: ("dict", [(("str", k), v) for k, v in d.items()]))
+RECEIPT = st.fixed_dictionaries(
+    {"status": st.tuples(st.just("str"), TEXT) | VALUE},
+    optional={
+        "value": VALUE,
+        "telemetry": VALUE,
+        "runId": VALUE,
+        "pending": VALUE,
+        "pendingToolCalls": st.tuples(
+            st.sampled_from(["list", "tuple"]), st.lists(_PENDING_CALL | VALUE, max_size=3)
+        )
+        | VALUE,
+    },
+).map(lambda d: ("dict", [(("str", k), v) for k, v in d.items()]))
+VETO_RESULT = st.just(
+    (
+        "dict",
+        [
+            (
+                ("str", "details"),
+                (
+                    "dict",
+                    [
+                        (("str", "status"), ("str", "blocked")),
+                        (("str", "deniedReason"), ("str", "tool-loop")),
+                    ],
+                ),
+            )
+        ],
+    )
+)
 RESULT = st.one_of(
     VALUE,
+    RECEIPT,
+    VETO_RESULT,
     st.tuples(
         st.sampled_from(["dict", "hdict"]),
         st.lists(
@@ -357,16 +447,68 @@ ERROR = (
 )
 
 
+def _as_is(args: Any, result: Any) -> Any:
+    # A host normaliser that hands back the result itself: its output is hashed
+    # through the nonce-normalising encoder, hostile values and all.
+    return result
+
+
+def _tool_result(details: Any, content: Any) -> Any:
+    return ("dict", [(("str", "details"), details), (("str", "content"), content)])
+
+
+def _fields(**fields: Any) -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries({}, optional=fields).map(
+        lambda d: ("dict", [(("str", k), v) for k, v in d.items()])
+    )
+
+
+_OUT = st.tuples(st.just("str"), TEXT | st.sampled_from(["  boom\n", "", "   "])) | VALUE
+#: Tool and result drawn together: the rules that need both (terminal exec
+#: failures, write no-ops, receipts) are reached often, not by chance.
+SPECIAL = st.one_of(
+    st.tuples(
+        st.just("exec"),
+        st.builds(
+            _tool_result,
+            _fields(
+                status=st.tuples(st.just("str"), st.sampled_from(["completed", "failed"])),
+                exitCode=EXIT_CODES | VALUE,
+                timedOut=st.tuples(st.just("bool"), st.booleans()) | VALUE,
+                aggregated=_OUT,
+                pid=VALUE,
+            ),
+            _content(VALUE),
+        ),
+    ),
+    st.tuples(
+        st.just("write"),
+        st.builds(
+            _tool_result,
+            _fields(changed=st.tuples(st.just("bool"), st.booleans()) | VALUE, path=VALUE),
+            _content(VALUE),
+        ),
+    ),
+    st.tuples(st.sampled_from(["exec", "wait"]), RECEIPT),
+)
+
+
 def _outcomes(twin: str, module: Any, tool: str, args: Any, result: Any, error: Any) -> Any:
     with use_twin(twin):
         call = module.hash_call(tool, args)
-        kwargs = {"send_tools": ("notify",)}
+        kwargs: dict[str, Any] = {"send_tools": ("notify",), "normalizers": {"shaped": _as_is}}
         outcome = module.hash_outcome(tool, args, result=result, **kwargs)
         failed = module.hash_outcome(tool, args, error=error, **kwargs)
         both = module.hash_outcome(tool, args, result=result, error=error, **kwargs)
+        full = module.outcome_of(tool, args, result=result, **kwargs)
+        full_failed = module.outcome_of(tool, args, error=error, **kwargs)
     assert type(call) is int
     assert 0 <= call < 2**64
-    return call, outcome, failed, both
+    assert (full[0], full[1]) == outcome
+    assert (full_failed[0], full_failed[1]) == failed
+    assert full[2] in (0, 1, 2)
+    assert (full[3] is None) == (full[2] != 2)
+    return call, outcome, failed, both, full, full_failed
 
 
 def check_outcomes(tool: str, args: Any, result: Any, error: Any) -> None:
@@ -390,6 +532,14 @@ def fuzz_encode(recipe: Any) -> None:
 @FUZZ_SETTINGS
 @given(TOOLS, ARGS, RESULT, ERROR)
 def fuzz_outcome(tool: str, args: Any, result: Any, error: Any) -> None:
+    values = (build(args), build(result), None if error is None else build(error))
+    _reported(check_outcomes, tool, *values)
+
+
+@FUZZ_SETTINGS
+@given(SPECIAL, ARGS, ERROR)
+def fuzz_special_outcome(special: Any, args: Any, error: Any) -> None:
+    tool, result = special
     values = (build(args), build(result), None if error is None else build(error))
     _reported(check_outcomes, tool, *values)
 
@@ -418,12 +568,14 @@ def main(argv: list[str]) -> None:
         def one_input(data: bytes) -> None:
             fuzz_encode.hypothesis.fuzz_one_input(data)
             fuzz_outcome.hypothesis.fuzz_one_input(data)
+            fuzz_special_outcome.hypothesis.fuzz_one_input(data)
 
         atheris.Setup([argv[0], *argv[2:]], one_input)
         atheris.Fuzz()
         return
     fuzz_encode()
     fuzz_outcome()
+    fuzz_special_outcome()
     print(
         f"fuzz_fingerprint: {EXAMPLES} examples each, twins {[e.IMPLEMENTATION for e in ENCODERS]}"
     )

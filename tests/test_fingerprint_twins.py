@@ -45,6 +45,11 @@ def assert_same(value: Any) -> None:
     assert c.encode(value) == expected
     for domain in DOMAINS:
         assert c.fingerprint(value, domain) == py.fingerprint(value, domain)
+    # The nonce-normalising mode of outcome hashes (SPEC §8.5) agrees as well.
+    assert c.encode(value, nonces=True) == py.encode(value, nonces=True)
+    assert c.fingerprint(value, DOMAINS[1], nonces=True) == py.fingerprint(
+        value, DOMAINS[1], nonces=True
+    )
 
 
 # ---- generated values -------------------------------------------------------

@@ -34,3 +34,4 @@ fuzz = _load()
 
 test_fuzz_encode = fuzz.fuzz_encode
 test_fuzz_outcome = fuzz.fuzz_outcome
+test_fuzz_special_outcome = fuzz.fuzz_special_outcome

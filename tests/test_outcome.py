@@ -308,12 +308,11 @@ def test_error_claiming_str_is_recorded_through_the_hook() -> None:
     guard = ToolLoopGuard({"enabled": True})
     liar = ClaimsStr()
     guard.before_call("tool", {})
-    record = guard.after_call("tool", {}, error=liar)
-    assert record is not None
-    assert record.result_hash == err(liar)[0]
-    assert record.unknown_tool_name is None
+    guard.after_call("tool", {}, error=liar)
     [stored] = guard.detector.history()
     assert stored.result_hash == err(liar)[0]
+    assert stored.unknown_tool_name is None
+    assert stored.no_progress is True  # every error outcome (SPEC §8.0)
 
 
 def test_str_subclass_error_is_its_text_whatever_its_methods_do() -> None:
@@ -498,18 +497,25 @@ def test_veto_needs_both_fields() -> None:
     assert type(rh("read", result=tr({"deniedReason": "tool-loop"}))) is int
 
 
-def test_vetoed_outcome_records_nothing() -> None:
+def test_vetoed_outcome_is_recorded_as_a_veto() -> None:
+    # SPEC §8.1: no hash, but a veto record (filling the pending call, else appended).
     detector = LoopDetector()
     args = {"command": "sleep 1"}
     detector.record_call("exec", args)
-    assert detector.record_outcome("exec", args, result=tr(VETO, "blocked")) is None
+    record = detector.record_outcome("exec", args, result=tr(VETO, "blocked"))
+    assert record is not None
+    assert record.result_hash is None
+    assert record.outcome_kind == "tool-loop-veto"
     history = detector.history()
     assert len(history) == 1
     assert history[0].result_hash is None
+    assert history[0].outcome_kind == "tool-loop-veto"
 
     fresh = LoopDetector()
-    assert fresh.record_outcome("read", {}, result={"details": dict(VETO)}) is None
-    assert fresh.history() == []
+    appended = fresh.record_outcome("read", {}, result={"details": dict(VETO)})
+    assert appended is not None
+    assert appended.outcome_kind == "tool-loop-veto"
+    assert [r.outcome_kind for r in fresh.history()] == ["tool-loop-veto"]
 
 
 def test_no_outcome_records_nothing() -> None:

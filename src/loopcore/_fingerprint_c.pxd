@@ -27,7 +27,13 @@ cdef struct Encoder:
     uint64_t hashed
     uint64_t acc[8]
     unsigned char last[64]
-    unsigned char inline[512]
+    # 508, not 512, and ``nonces`` last: the struct keeps the size and the
+    # field offsets it had before ``nonces`` (688 bytes), so a module built
+    # against the older declaration still allocates and passes it correctly.
+    unsigned char inline[508]
+    # 1: str values are nonce-normalised first (SPEC §8.5, outcome hashes),
+    # except mapping keys, which are always written as they are; 0 from enc_init.
+    int nonces
 
 
 cdef void enc_init(Encoder *enc) noexcept
@@ -41,6 +47,10 @@ cdef int enc_list_header(Encoder *enc, Py_ssize_t count) except -1
 cdef int enc_value(Encoder *enc, object value) except -1
 # xxh3-64 of everything appended so far (whether hashed in place or buffered).
 cdef uint64_t enc_digest(Encoder *enc) noexcept
+# Could this str (exact or a subclass) hold a §8.5 wrapper, so that nonces mode
+# may change its encoding? Long enough and holding the opening marker; True for
+# an object that is not really a str (whatever its __class__ claims).
+cdef bint str_wrapped(object text) except -1
 # xxh3-64 of a str's canonical encoding (no domain), used to key names kept
 # beside the hash rings; raises only MemoryError.
 cdef uint64_t str_hash(str text) except? 0

@@ -10,6 +10,11 @@ dataclasses, ``model_dump()`` objects and hostile objects identical by
 construction. Where the reference raises (a MemoryError in its fallbacks)
 this twin still returns bytes.
 
+In ``nonces`` mode (outcome hashes, SPEC §8.5) a str value is searched for the
+wrapper's opening marker in C; only a str that holds one is handed to the
+reference's ``_normalised`` (``_nonce.normalise``), so ordinary text costs one
+``memchr`` pass. Mapping keys are never normalised.
+
 A str or bytes payload of 1 MiB or more is hashed from its own storage while
 it is written (``fingerprint`` and the C API; ``_fingerprint_stream.pxi``),
 unless it lies inside a mapping or set whose entries must still be sorted:
@@ -31,6 +36,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 
 from . import _fingerprint_py as _ref
+from . import _nonce
 
 __all__ = ["IMPLEMENTATION", "MAX_DEPTH", "encode", "fingerprint"]
 
@@ -80,6 +86,7 @@ cdef void enc_init(Encoder *enc) noexcept:
     enc.depth = 0
     enc.stream = 1
     enc.sorting = 0
+    enc.nonces = 0
     enc.stripes = 0
     enc.hashed = 0
 
@@ -222,14 +229,18 @@ cdef uint64_t str_hash(str text) except? 0:
 
 # ---- Python API -------------------------------------------------------------
 
-def encode(value, item_filter=None):
-    """The canonical byte encoding of ``value`` (SPEC §2). Never raises."""
+def encode(value, item_filter=None, *, nonces=False):
+    """The canonical byte encoding of ``value`` (SPEC §2). Never raises.
+
+    ``nonces``: str values nonce-normalised first (SPEC §8.5, outcome hashes).
+    """
     cdef Encoder enc
     if item_filter is not None:
         # The key filter serves outbound-send details only: a rare path.
-        return _ref.encode(value, item_filter)
+        return _ref.encode(value, item_filter, nonces=nonces)
     enc_init(&enc)
     enc.stream = 0  # every byte is returned: none may be hashed away
+    enc.nonces = 1 if nonces else 0
     try:
         enc_value(&enc, value)
         return PyBytes_FromStringAndSize(<char *>enc.data, enc.size)
@@ -237,13 +248,14 @@ def encode(value, item_filter=None):
         enc_free(&enc)
 
 
-def fingerprint(value, domain=b""):
+def fingerprint(value, domain=b"", *, nonces=False):
     """xxh3-64 of ``domain`` followed by the canonical encoding of ``value``."""
     cdef Encoder enc
     if type(domain) is not bytes:
         # Whatever the reference accepts (a bytearray) or raises on.
-        return _ref._xxh3(domain + encode(value))
+        return _ref._xxh3(domain + encode(value, nonces=nonces))
     enc_init(&enc)
+    enc.nonces = 1 if nonces else 0
     try:
         enc_raw(&enc, PyBytes_AS_STRING(domain), PyBytes_GET_SIZE(domain))
         enc_value(&enc, value)

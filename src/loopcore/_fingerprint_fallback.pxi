@@ -31,7 +31,8 @@ cdef int _put_leaf(Encoder *enc, object value) except -1:
     cdef object parts
     cdef object part
     try:
-        parts = _leaf_parts(value)
+        # An exception's message is nonce-normalised too (the nonces mode).
+        parts = _leaf_parts(value, enc.nonces != 0)
     except Exception:
         try:
             parts = (_opaque(value),)
@@ -51,6 +52,8 @@ cdef int _encode_other(Walk *w, PyObject *v, int depth, PathNode *path) except -
     cdef object value
     cdef object shape
     if lc_is_str(v):
+        if w.enc.nonces:
+            return _put_text(w.enc, v)
         return _put_str(w.enc, v)
     if lc_is_int(v):
         return _put_int(w.enc, v, False)

@@ -15,6 +15,12 @@ format + shape + raw bytes (arrays, SPEC §11: any other buffer exporter, and
 numpy arrays); ``r`` + name + ``repr()`` without addresses (anything else);
 ``C`` (a cycle); ``D`` (the depth limit).
 
+``nonces=True`` (outcome hashes, SPEC §8.5) first normalises every str *value*
+— at any depth, in sets, dataclass fields and exception messages, but never a
+mapping key nor anything inside one — with ``_nonce.normalise``; a
+``_nonce.Verbatim`` str is taken as already normalised. A str without a
+wrapper is unchanged, so its encoding is the same in both modes.
+
 The array tag ``a`` is followed by three encodings of their own: the element
 type as a str (a numpy array's or scalar's ``dtype.str``, e.g. ``"<f8"``,
 ``"<M8[s]"``, or ``str(dtype.descr)`` for a structured dtype; any other
@@ -50,6 +56,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import xxhash
+
+from ._nonce import MIN_WRAPPED, START, Verbatim, normalise
 
 __all__ = ["IMPLEMENTATION", "MAX_DEPTH", "encode", "fingerprint"]
 
@@ -113,6 +121,16 @@ def _str_parts(value: str) -> tuple[bytes, ...]:
     return (head, data) if len(data) >= STREAM_MIN else (head + data,)
 
 
+def _normalised(text: str) -> str:
+    """An exact str with its wrapper nonces zeroed (SPEC §8.5); never raises."""
+    if len(text) < MIN_WRAPPED or START not in text:
+        return text
+    try:
+        return normalise(text)
+    except Exception:  # MemoryError: encoding must not raise
+        return text
+
+
 def _int(value: int) -> bytes:
     if _INT64_MIN <= value <= _INT64_MAX:
         return b"i" + _pack_i64(value)
@@ -164,11 +182,13 @@ def _qualname(cls: type) -> str:
     return module + "." + qualname if type(module) is str else qualname
 
 
-def _exception(exc: BaseException) -> bytes:
+def _exception(exc: BaseException, nonces: bool = False) -> bytes:
     try:
         message = _exact(str(exc), "")
     except Exception:
         message = ""
+    if nonces:
+        message = _normalised(message)
     return b"x" + _str(_qualname(type(exc))) + _str(message)
 
 
@@ -291,11 +311,14 @@ def _leaf(value: object) -> bytes:
     return b"".join(_leaf_parts(value))
 
 
-def _leaf_parts(value: object) -> tuple[bytes, ...]:
-    """``_leaf`` as chunks: a large payload is a chunk of its own (never raises)."""
+def _leaf_parts(value: object, nonces: bool = False) -> tuple[bytes, ...]:
+    """``_leaf`` as chunks: a large payload is a chunk of its own (never raises).
+
+    ``nonces``: a str value or an exception's message is normalised (SPEC §8.5).
+    """
     cls = type(value)
     if cls is str:
-        return _str_parts(value)  # type: ignore[arg-type]
+        return _str_parts(_normalised(value) if nonces else value)  # type: ignore[arg-type]
     if value is None:
         return (_NONE,)
     if value is True:
@@ -307,18 +330,19 @@ def _leaf_parts(value: object) -> tuple[bytes, ...]:
     if cls is float:
         return (_float(value),)  # type: ignore[arg-type]
     try:
-        return _subclass_leaf(value)
+        return _subclass_leaf(value, nonces)
     except Exception:
         return (_opaque(value),)
 
 
-def _subclass_leaf(value: object) -> tuple[bytes, ...]:
+def _subclass_leaf(value: object, nonces: bool) -> tuple[bytes, ...]:
     # Decided by the real type, never by ``isinstance``, which an object whose
     # ``__class__`` lies would fool (SPEC §11). Subclasses (enums, numpy
     # float64, str subclasses) encode as their base value.
     cls = type(value)
     if issubclass(cls, str):
-        return _str_parts(str.__str__(value))
+        text = str.__str__(value)
+        return _str_parts(_normalised(text) if nonces and cls is not Verbatim else text)
     if issubclass(cls, int):
         return (_int(int.__index__(value)),)  # type: ignore[arg-type]
     if issubclass(cls, float):
@@ -335,7 +359,7 @@ def _subclass_leaf(value: object) -> tuple[bytes, ...]:
         except Exception:
             return (_opaque(value),)
     if issubclass(cls, BaseException):
-        return (_exception(value),)  # type: ignore[arg-type]
+        return (_exception(value, nonces),)  # type: ignore[arg-type]
     try:
         parts = _buffer_parts(value)
     except Exception:
@@ -381,24 +405,32 @@ def _entry_value(entry: tuple[bytes, list[bytes]]) -> bytes:
     return b"".join(entry[1])
 
 
-def _chunks(value: object, item_filter: ItemFilter | None) -> tuple[list[bytes], bool]:
+def _chunks(
+    value: object, item_filter: ItemFilter | None, nonces: bool = False
+) -> tuple[list[bytes], bool]:
     """The canonical encoding of ``value`` as a list of chunks (never raises on values).
 
     The flag says whether a payload was kept as a chunk of its own (so the
     encoding may be big enough to stream).
     """
     # The open container is held in locals; its parents wait on ``stack`` as
-    # (id, kind, children, next index, output list, child groups). The root is
-    # a pseudo frame, so ``len(stack)`` is the depth of a container about to
-    # open. A list or tuple writes straight into its parent's output; a mapping
-    # or set gathers each child's chunks in a group of its own, to sort them.
-    stack: list[tuple[int, int, Sequence[Any], int, list[bytes], list[list[bytes]] | None]] = []
+    # (id, kind, children, next index, output list, child groups, norm). The
+    # root is a pseudo frame, so ``len(stack)`` is the depth of a container
+    # about to open. A list or tuple writes straight into its parent's output;
+    # a mapping or set gathers each child's chunks in a group of its own, to
+    # sort them. ``norm``: str values in this container are nonce-normalised
+    # (the nonces mode, outside every mapping key); a mapping's keys sit at
+    # the even child indices.
+    stack: list[
+        tuple[int, int, Sequence[Any], int, list[bytes], list[list[bytes]] | None, bool]
+    ] = []
     on_path: set[int] = set()
     children: Sequence[Any] = (value,)
     ident, kind, index = 0, _SEQ, 0
     out: list[bytes] = []
     groups: list[list[bytes]] | None = None
     split = False
+    norm = nonces
     parts: tuple[bytes, ...]
     while True:
         if index < len(children):
@@ -409,6 +441,9 @@ def _chunks(value: object, item_filter: ItemFilter | None) -> tuple[list[bytes],
                 groups.append(out)
             cls = type(current)
             if cls is str:
+                # A value (not a key, nor in one) that is long enough to hold a wrapper.
+                if norm and len(current) >= MIN_WRAPPED and not (kind == _MAP and index & 1):
+                    current = _normalised(current)
                 if len(current) < _LONG_STR:
                     out.append(_str(current))
                 else:
@@ -418,8 +453,10 @@ def _chunks(value: object, item_filter: ItemFilter | None) -> tuple[list[bytes],
             if cls is int:
                 out.append(_int(current))
                 continue
+            # Is this child a value to normalise (not a key, nor in one)?
+            here = norm and not (kind == _MAP and index & 1)
             if current is None or issubclass(cls, (str, int, float)):
-                parts = _leaf_parts(current)
+                parts = _leaf_parts(current, here)
                 out += parts
                 split = split or len(parts) > 1
                 continue
@@ -438,15 +475,15 @@ def _chunks(value: object, item_filter: ItemFilter | None) -> tuple[list[bytes],
                 except Exception:
                     shape = None
             if shape is None:
-                parts = _leaf_parts(current)
+                parts = _leaf_parts(current, here)
                 out += parts
                 split = split or len(parts) > 1
             elif len(stack) >= MAX_DEPTH:
                 out.append(_DEPTH)
             else:
-                stack.append((ident, kind, children, index, out, groups))
+                stack.append((ident, kind, children, index, out, groups, norm))
                 on_path.add(child_id)
-                ident, index = child_id, 0
+                ident, index, norm = child_id, 0, here
                 kind, children = shape
                 if kind == _SEQ:
                     out.append(b"l" + _pack_u64(len(children)))
@@ -458,19 +495,22 @@ def _chunks(value: object, item_filter: ItemFilter | None) -> tuple[list[bytes],
             return out, split
         done_kind, done_groups = kind, groups
         on_path.discard(ident)
-        ident, kind, children, index, out, groups = stack.pop()
+        ident, kind, children, index, out, groups, norm = stack.pop()
         if done_groups is not None:
             _finish(done_kind, done_groups, out)
 
 
-def encode(value: object, item_filter: ItemFilter | None = None) -> bytes:
-    """The canonical byte encoding of ``value`` (SPEC §2). Never raises."""
-    return b"".join(_chunks(value, item_filter)[0])
+def encode(value: object, item_filter: ItemFilter | None = None, *, nonces: bool = False) -> bytes:
+    """The canonical byte encoding of ``value`` (SPEC §2). Never raises.
+
+    ``nonces``: str values nonce-normalised first (SPEC §8.5, outcome hashes).
+    """
+    return b"".join(_chunks(value, item_filter, nonces)[0])
 
 
-def fingerprint(value: object, domain: bytes = b"") -> int:
+def fingerprint(value: object, domain: bytes = b"", *, nonces: bool = False) -> int:
     """xxh3-64 of ``domain`` followed by the canonical encoding of ``value``."""
-    chunks, split = _chunks(value, None)
+    chunks, split = _chunks(value, None, nonces)
     if not split or sum(map(len, chunks)) < STREAM_MIN:
         return _xxh3(domain + b"".join(chunks))
     # A big encoding is hashed as it stands, chunk by chunk: no joined copy.

@@ -1,6 +1,7 @@
 # How is a str, bytes, int or float written into the encoder? (included by _fingerprint_c.pyx)
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.object cimport PyTypeObject
 from cpython.number cimport PyNumber_Float
 from libc.math cimport INFINITY, floor
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -64,12 +65,51 @@ cdef extern from *:
             extra += (s[i] >= 0x80) + (s[i] >= 0x800) + (s[i] >= 0x10000);
         return n + extra;
     }
+
+    /* Does a ready str hold the opening marker of a SPEC 8.5 wrapper? One
+       memchr pass for 1-byte storage (the common case), a plain loop else.
+       Linear: each '<' costs at most one comparison of the marker. */
+    static const char LC_WRAP_START[] = "<<<EXTERNAL_UNTRUSTED_CONTENT";
+
+    static int lc_has_wrap_start(PyObject *s) {
+        const Py_ssize_t m = (Py_ssize_t)sizeof(LC_WRAP_START) - 1;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s), i, j;
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        if (n < m)
+            return 0;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const unsigned char *p = (const unsigned char *)data;
+            const unsigned char *last = p + (n - m);
+            while (p <= last) {
+                p = (const unsigned char *)memchr(p, '<', (size_t)(last - p) + 1);
+                if (p == NULL)
+                    return 0;
+                if (memcmp(p, LC_WRAP_START, (size_t)m) == 0)
+                    return 1;
+                p++;
+            }
+            return 0;
+        }
+        for (i = 0; i + m <= n; i++) {
+            if (PyUnicode_READ(kind, data, i) != '<')
+                continue;
+            for (j = 1; j < m; j++)
+                if (PyUnicode_READ(kind, data, i + j) != (Py_UCS4)(unsigned char)LC_WRAP_START[j])
+                    break;
+            if (j == m)
+                return 1;
+        }
+        return 0;
+    }
     """
     Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) noexcept
     int lc_unicode_ready(PyObject *s) except -1
     Py_ssize_t lc_utf8_len_1(const uint8_t *s, Py_ssize_t n) noexcept nogil
     Py_ssize_t lc_utf8_len_2(const uint16_t *s, Py_ssize_t n) noexcept nogil
     Py_ssize_t lc_utf8_len_4(const uint32_t *s, Py_ssize_t n) noexcept nogil
+    const char *LC_WRAP_START
+    bint lc_has_wrap_start(PyObject *s) noexcept
 
 
 cdef extern from "Python.h":
@@ -84,6 +124,8 @@ cdef extern from "Python.h":
     double lc_fval "PyFloat_AS_DOUBLE"(PyObject *o) noexcept
     Py_ssize_t lc_bytearray_len "PyByteArray_GET_SIZE"(PyObject *o) noexcept
     object PyLong_FromDouble(double v)
+    PyTypeObject *lc_type "Py_TYPE"(PyObject *o) noexcept
+    bint lc_is_exact_str "PyUnicode_CheckExact"(PyObject *o) noexcept
 
 
 # The reference's own int encoding and index protocol, for the ints that
@@ -221,6 +263,36 @@ cdef int _put_str(Encoder *enc, PyObject *s) except -1:
     _put_u64(enc.data + enc.size + 1, <uint64_t>written)
     enc.size += 9 + written
     return 0
+
+
+# SPEC §8.5: the texts the reference's nonce normaliser may change.
+cdef Py_ssize_t _MIN_WRAPPED = _nonce.MIN_WRAPPED
+cdef object _normalised = _ref._normalised
+cdef object _exact_str = str.__str__
+cdef type _VERBATIM = _nonce.Verbatim
+
+if _nonce.START.encode() != <bytes>LC_WRAP_START:
+    raise ImportError("loopcore._fingerprint_c: the wrapper marker differs from _nonce's")
+
+
+cdef bint str_wrapped(object text) except -1:
+    cdef PyObject *s = <PyObject *>text
+    if not lc_is_str(s):
+        return True  # not really a str (a __class__ that lies): let the reference decide
+    lc_unicode_ready(s)
+    return lc_ulen(s) >= _MIN_WRAPPED and lc_has_wrap_start(s)
+
+
+cdef int _put_text(Encoder *enc, PyObject *s) except -1:
+    """A str value in nonces mode: normalised first when it may hold a wrapper."""
+    cdef object text
+    if lc_type(s) == <PyTypeObject *>_VERBATIM or not str_wrapped(<object>s):
+        return _put_str(enc, s)
+    # Rare: a wrapper is there. The reference normalises it (an exact copy of a
+    # subclass first, so none of its methods run), and never raises.
+    text = <object>s if lc_is_exact_str(s) else _exact_str(<object>s)
+    text = _normalised(text)
+    return _put_str(enc, <PyObject *>text)
 
 
 cdef int _put_big_int(Encoder *enc, object exact) except -1:

@@ -222,7 +222,7 @@ cdef int _encode_dict(Walk *w, PyObject *v, int depth, PathNode *path) except -1
         # w.refs and w.spans may move while children push their own: index
         # them afresh each time.
         w.spans[spans + i].off = w.enc.size
-        _item(w, w.refs[base + 2 * i], depth + 1, &node)
+        _key(w, w.refs[base + 2 * i], depth + 1, &node)
         _item(w, w.refs[base + 2 * i + 1], depth + 1, &node)
     _sort_entries(w, spans, n)
     w.enc.sorting -= 1
@@ -277,7 +277,7 @@ cdef int _encode_flat(
         w.enc.sorting += 1
         for i in range(count):
             w.spans[spans + i].off = w.enc.size
-            _item(w, lc_list_item(items, 2 * i), depth + 1, &node)
+            _key(w, lc_list_item(items, 2 * i), depth + 1, &node)
             _item(w, lc_list_item(items, 2 * i + 1), depth + 1, &node)
         _sort_entries(w, spans, count)
         w.enc.sorting -= 1
@@ -299,9 +299,26 @@ cdef int _encode_flat(
     return 0
 
 
+cdef inline int _key(Walk *w, PyObject *v, int depth, PathNode *path) except -1:
+    """A mapping key: never nonce-normalised, nor anything inside it (SPEC §8.5)."""
+    cdef int saved = w.enc.nonces
+    if saved == 0:
+        return _item(w, v, depth, path)
+    if lc_kind(v) == LC_STR:
+        return _put_str(w.enc, v)
+    w.enc.nonces = 0
+    try:
+        _item(w, v, depth, path)
+    finally:
+        w.enc.nonces = saved
+    return 0
+
+
 cdef int _item(Walk *w, PyObject *v, int depth, PathNode *path) except -1:
     cdef int kind = lc_kind(v)
     if kind == LC_STR:
+        if w.enc.nonces:
+            return _put_text(w.enc, v)
         return _put_str(w.enc, v)
     if kind == LC_INT:
         return _put_int(w.enc, v, True)

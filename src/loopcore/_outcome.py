@@ -19,6 +19,7 @@ __all__ = [
     "hash_call",
     "hash_outcome",
     "is_known_poll",
+    "outcome_of",
     "plan_shape",
     "unknown_tool_name",
 ]
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         hash_call,
         hash_outcome,
         is_known_poll,
+        outcome_of,
         plan_shape,
         unknown_tool_name,
     )

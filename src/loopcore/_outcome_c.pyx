@@ -2,10 +2,11 @@
 """Which part of a call and of its outcome is hashed? (SPEC §2 rules, compiled twin)
 
 The common outcomes — a plain return value hashed whole, a tool-result dict of a
-tool with no special rule — are hashed here in C, straight into the encoder.
-Every other branch (errors, loop vetoes, exec/process/send/update_plan, host
-normalisers) is rare per call and complex: it runs the reference functions of
-``_outcome_py``, so those rules are written once.
+tool with no special rule — are hashed here in C, straight into the encoder (in
+its nonce-normalising mode, SPEC §8.5). Every other branch (errors, loop vetoes,
+exec/process/send/update_plan/write/wait, Code Mode receipts, host normalisers,
+content texts that may hold a wrapper) is rare per call and complex: it runs
+the reference functions of ``_outcome_py``, so those rules are written once.
 """
 
 from libc.stdint cimport uint64_t
@@ -25,7 +26,7 @@ from ._outcome_py import (
     plan_shape,
     unknown_tool_name,
 )
-from ._outcome_py import hash_outcome as _py_hash_outcome
+from ._outcome_py import outcome_of as _py_outcome_of
 
 # The reference twin's public names (a test holds the two lists equal).
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "hash_call",
     "hash_outcome",
     "is_known_poll",
+    "outcome_of",
     "plan_shape",
     "unknown_tool_name",
 ]
@@ -60,18 +62,42 @@ def hash_call(tool_name, args):
     return call_hash(tool_name, args)
 
 
-def hash_outcome(
-    tool_name, args, *, result=UNSET, error=UNSET, normalizers=None, send_tools=()
-):
-    """``(result_hash, unknown_tool_name)`` of a call's outcome (SPEC §2)."""
-    check_tool_name(tool_name)
-    cdef uint64_t found = 0
-    if not (
+cdef inline bint plain(object tool_name, object result, object error, object normalizers,
+                       object send_tools, uint64_t *found) except -1:
+    """Did the C fast path hash this ordinary outcome (into ``found``)?"""
+    return not (
         tool_name in SPECIAL
         or (send_tools and tool_name in send_tools)
         or (normalizers and tool_name in normalizers)
-    ) and plain_outcome(result, error, &found):
-        return found, None
-    return _py_hash_outcome(
+    ) and plain_outcome(result, error, found)
+
+
+def outcome_of(
+    tool_name, args, *, result=UNSET, error=UNSET, normalizers=None, send_tools=()
+):
+    """``(result_hash, unknown_tool_name, kind, failure_identity_hash, no_progress)``.
+
+    SPEC §2 with §8.0-8.6 and §8.13; see ``_outcome_py.outcome_of``.
+    """
+    check_tool_name(tool_name)
+    cdef uint64_t found = 0
+    if plain(tool_name, result, error, normalizers, send_tools, &found):
+        return found, None, 0, None, False
+    return _py_outcome_of(
         tool_name, args, result=result, error=error, normalizers=normalizers, send_tools=send_tools
     )
+
+
+def hash_outcome(
+    tool_name, args, *, result=UNSET, error=UNSET, normalizers=None, send_tools=()
+):
+    """``(result_hash, unknown_tool_name)`` of a call's outcome (SPEC §2; a veto has none)."""
+    check_tool_name(tool_name)
+    cdef uint64_t found = 0
+    # The fast path answers without building outcome_of's tuple first.
+    if plain(tool_name, result, error, normalizers, send_tools, &found):
+        return found, None
+    outcome = _py_outcome_of(
+        tool_name, args, result=result, error=error, normalizers=normalizers, send_tools=send_tools
+    )
+    return outcome[0], outcome[1]

@@ -1,9 +1,16 @@
 # Which common outcomes are hashed in C, and how? (the fast path of the outcome rules)
 #
-# Included by _outcome_c.pyx (the compiled outcome twin, whose hash_outcome uses it)
+# Included by _outcome_c.pyx (the compiled outcome twin, whose outcome_of uses it)
 # and by _percall_c.pyx (the per-call path): written once, compiled into both, so
 # that the per-call path inlines it instead of calling across modules. Every other
 # branch of the rules runs the reference functions of _outcome_py.
+#
+# plain_outcome answers True only for an ordinary result (kind none, not no
+# progress) that it hashed in full. Its strings go through the encoder's nonces
+# mode (SPEC §8.5), which finds a wrapper's marker in C and normalises only the
+# rare str that holds one. The one thing it hands back (False) because of nonces
+# is a content entry whose text may hold a wrapper: entries are normalised one by
+# one before they are joined (§12.10), which the reference does.
 
 from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport uint64_t
@@ -16,6 +23,7 @@ from ._fingerprint_c cimport (
     enc_list_header,
     enc_raw,
     enc_value,
+    str_wrapped,
 )
 
 from ._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
@@ -31,9 +39,19 @@ cdef dict EMPTY_DETAILS = {}
 cdef object MISSING = object()
 
 
+cdef inline bint exec_titled(object args):
+    """Exec args the reference must reduce first (SPEC §8.4: ``title`` is ignored)."""
+    if type(args) is not dict:
+        return True  # rare: the reference decides what a non-dict mapping holds
+    try:
+        return "title" in <dict>args
+    except Exception:
+        return True  # a key whose __eq__ raises: the reference reads it safely
+
+
 cdef inline uint64_t call_hash(object tool_name, object args) except? 0:
     # The bytes of fingerprint((tool_name, args), CALL_DOMAIN), without the tuple.
-    if tool_name == "update_plan":
+    if tool_name == "update_plan" or (tool_name == "exec" and exec_titled(args)):
         return _py_hash_call(tool_name, args)
     cdef Encoder enc
     enc_init(&enc)
@@ -78,6 +96,8 @@ cdef object content_text(object content):
             kind = (<dict>entry).get("type")
             text = (<dict>entry).get("text")
             if isinstance(kind, str) and isinstance(text, str):
+                if str_wrapped(text):
+                    return None  # normalised entry by entry: the reference's job
                 if first is None:
                     first = text
                 elif texts is None:
@@ -103,6 +123,7 @@ cdef object content_text(object content):
 cdef uint64_t hash_whole(object value) except? 0:
     cdef Encoder enc
     enc_init(&enc)
+    enc.nonces = 1
     try:
         enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
         enc_value(&enc, value)
@@ -115,11 +136,15 @@ cdef uint64_t hash_generic(object details, object text) except? 0:
     """The generic rule of SPEC §2: the hash of ("result", details, text)."""
     cdef Encoder enc
     enc_init(&enc)
+    enc.nonces = 1
     try:
         enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
         enc_list_header(&enc, 3)
         enc_value(&enc, RESULT_TAG)
         enc_value(&enc, details)
+        # No entry held a wrapper marker, and a join cannot make one: the text
+        # is written as it is.
+        enc.nonces = 0
         enc_value(&enc, text)
         return enc_digest(&enc)
     finally:

@@ -1,10 +1,13 @@
 """Which part of a call and of its outcome is hashed? (SPEC §2 rules, pure-Python twin)
 
-``hash_call`` and ``hash_outcome`` decide *what* is fingerprinted (plan shapes,
-exec status, volatile delivery ids, error texts); the fingerprint twin decides
-*how*. Nothing here may raise on an odd value except a non-``str`` tool name.
-This twin is the reference: the compiled one hashes the common outcomes in C and
-hands every other branch to the functions here.
+``hash_call`` and ``outcome_of`` decide *what* is fingerprinted (plan shapes,
+exec status, volatile delivery ids, error texts, Code Mode receipts) and what
+kind of outcome it is (a loop veto, a terminal exec failure, no progress); the
+fingerprint twin decides *how*. Every string hashed into an outcome is
+nonce-normalised first (SPEC §8.5: the encoders' ``nonces`` mode), never the
+args nor a mapping key. Nothing here may raise on an odd value except a
+non-``str`` tool name. This twin is the reference: the compiled one hashes the
+common outcomes in C and hands every other branch to the functions here.
 """
 
 from __future__ import annotations
@@ -17,9 +20,14 @@ from typing import Any, Final
 import xxhash
 
 from . import _fingerprint
+from ._exec_shape import is_terminal, shape
 from ._fingerprint_py import encode as _encode_py
+from ._fingerprint_py import fingerprint as _fingerprint_py
 from ._names import exact_str, type_name
-from ._rules import SPECIAL_OUTCOME_TOOLS
+from ._nonce import START, Verbatim, normalise
+from ._records import KIND_NONE, KIND_TERMINAL_EXEC, KIND_VETO
+from ._rules import SPECIAL_OUTCOME_TOOLS as _RULE_TOOLS
+from ._sends import is_send, stable_items
 
 __all__ = [
     "CALL_DOMAIN",
@@ -36,6 +44,7 @@ __all__ = [
     "hash_call",
     "hash_outcome",
     "is_known_poll",
+    "outcome_of",
     "plan_shape",
     "unknown_tool_name",
 ]
@@ -50,6 +59,15 @@ ERROR_DOMAIN: Final = b"loopcore:error\x00"
 
 #: A host's outcome normaliser: ``fn(args, result)`` returns the value to hash.
 Normalizer = Callable[[Any, Any], Any]
+
+#: ``outcome_of``'s answer: (result_hash, unknown_tool_name, kind, failure_identity_hash,
+#: no_progress); ``kind`` is one of ``_records.KIND_*``.
+Outcome = tuple[int | None, str | None, int, int | None, bool]
+
+#: Tools whose outcomes follow a rule other than the generic one: the verdict
+#: table's list, plus ``write`` (no-ops, SPEC §8.6) and ``wait`` (Code Mode
+#: receipts, §8.13). The compiled fast paths hand these to the rules here.
+SPECIAL_OUTCOME_TOOLS: Final = _RULE_TOOLS | frozenset({"write", "wait"})
 
 
 class _Unset:
@@ -89,7 +107,8 @@ def check_call_id(tool_call_id: object) -> str | None:
 
 
 def _nonblank(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
+    # str.strip itself: a subclass's own strip must not decide (or raise).
+    return isinstance(value, str) and bool(str.strip(value))
 
 
 def plan_shape(payload: object) -> tuple[Any, ...]:
@@ -110,17 +129,37 @@ def plan_shape(payload: object) -> tuple[Any, ...]:
     return ("update_plan", len(entries), statuses, steps, explanation)
 
 
+def _is_title(key: object) -> bool:
+    # str.__eq__ itself: a str subclass key's own __eq__ must not decide (or raise).
+    return isinstance(key, str) and issubclass(type(key), str) and str.__eq__(key, "title") is True
+
+
+def _untitled(args: Any) -> Any:
+    """Exec args without their top-level ``title`` (presentation only, SPEC §8.4)."""
+    if isinstance(args, Mapping) and "title" in args:
+        return {key: value for key, value in args.items() if not _is_title(key)}
+    return args
+
+
 def hash_call(tool_name: str, args: Any) -> int:
-    """64-bit fingerprint of a call: tool name and args (update_plan: args' shape)."""
+    """64-bit fingerprint of a call: tool name and args (update_plan: args' shape;
+    exec: args without ``title``)."""
     check_tool_name(tool_name)
     if tool_name == "update_plan":
         args = _safe(plan_shape, args, args)
+    elif tool_name == "exec":
+        try:
+            # The common case first: a plain dict without a title is hashed as it is.
+            if type(args) is not dict or "title" in args:
+                args = _untitled(args)
+        except Exception:
+            pass  # a key whose __eq__ raises: the args are hashed as they are
     return _fingerprint.fingerprint((tool_name, args), CALL_DOMAIN)
 
 
 def is_known_poll(tool_name: str, args: Any) -> bool:
-    """Is this a polling call whose repeats mean "no progress"? (SPEC §4)"""
-    if tool_name == "command_status":
+    """Is this a polling call whose repeats mean "no progress"? (SPEC §4, §8.8)"""
+    if tool_name == "command_status" or tool_name == "wait":
         return True
     if tool_name == "process" and isinstance(args, Mapping):
         try:
@@ -191,107 +230,75 @@ def _error_text(error: object) -> object:
 
 # -- results ------------------------------------------------------------------------------
 
-_SEND_ACTIONS = frozenset(
-    {
-        "send",
-        "broadcast",
-        "reply",
-        "thread-reply",
-        "sendWithEffect",
-        "sendAttachment",
-        "upload-file",
-        "sticker",
-        "poll",
-    }
-)
-_VOLATILE_KEYS = frozenset(
-    {
-        "messageId",
-        "message_id",
-        "messageIds",
-        "platformMessageId",
-        "platformMessageIds",
-        "fileId",
-        "file_id",
-        "fileKey",
-        "pollId",
-        "poll_id",
-        "receipt",
-        "runId",
-        "idempotencyKey",
-        "ts",
-        "timestamp",
-        "sentAt",
-        "deliveredAt",
-        "createdAt",
-    }
-)
-
-
-def _is_message_object(node: Mapping[Any, Any]) -> bool:
-    if not (isinstance(node.get("id"), str) and isinstance(node.get("text"), str)):
-        return False
-    return (
-        isinstance(node.get("direction"), str)
-        or isinstance(node.get("senderId"), str)
-        or isinstance(node.get("accountId"), str)
-        or isinstance(node.get("conversation"), Mapping)
-    )
-
-
-def _stable_items(node: Mapping[Any, Any]) -> Iterable[tuple[Any, Any]]:
-    """A send result's entries without volatile delivery keys (applied at every depth)."""
-    drop_id = _is_message_object(node)
-    return [
-        (key, value)
-        for key, value in node.items()
-        if not (isinstance(key, str) and (key in _VOLATILE_KEYS or (drop_id and key == "id")))
-    ]
-
 
 def _hash_send_details(details: Mapping[Any, Any]) -> int:
     # The key filter is a feature of the reference encoder only; its bytes are
     # the canonical encoding of the filtered value, so both twins agree.
-    return xxhash.xxh3_64_intdigest(RESULT_DOMAIN + _encode_py(details, _stable_items))
+    encoded = _encode_py(details, stable_items, nonces=True)
+    return xxhash.xxh3_64_intdigest(RESULT_DOMAIN + encoded)
+
+
+def _hash(value: object) -> int:
+    """A result value's hash: its strings nonce-normalised (SPEC §8.5)."""
+    return _fingerprint.fingerprint(value, RESULT_DOMAIN, nonces=True)
+
+
+def _verbatim(text: str) -> str:
+    """``text``, already normalised, marked so the encoder leaves it as it is (§12.10)."""
+    return Verbatim(text) if START in text else text
 
 
 def _content_text(content: object) -> str:
+    """The joined text of a result's content, each entry nonce-normalised before the join."""
     if not isinstance(content, (list, tuple)):
         return ""
+    # str by the real type, as the compiled twin reads it: an object whose
+    # __class__ claims str is no text (SPEC §11).
     texts = [
         entry["text"]
         for entry in content
         if isinstance(entry, Mapping)
-        and isinstance(entry.get("type"), str)
-        and isinstance(entry.get("text"), str)
+        and issubclass(type(entry.get("type")), str)
+        and issubclass(type(entry.get("text")), str)
     ]
-    return "\n".join(texts).strip()
+    joined = "\n".join(texts).strip()
+    if START not in joined:
+        return joined  # no entry holds a wrapper (a join cannot make a marker)
+    # §12.10: each entry on its own, so that no pair spans two entries.
+    return Verbatim("\n".join(map(normalise, texts)).strip())
 
 
 def _number_or_none(value: object) -> object:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _exec_value(details: Mapping[str, Any], text: str) -> object:
-    """What an exec result contributes, or UNSET when its status is not one of SPEC §2's."""
+def _exec_output(aggregated: object, text: str) -> str:
+    """``out`` of SPEC §8.4: ``aggregated`` stripped when it has content, else ``text``."""
+    if _nonblank(aggregated):
+        return normalise(str.strip(aggregated))  # type: ignore[arg-type]
+    return text
+
+
+def _exec_outcome(details: Mapping[str, Any], text: str) -> Outcome | None:
+    """An exec result's outcome, or None when its status is not one of SPEC §2's."""
     status = details["status"]
     get = details.get
     if status == "running":
-        return ("exec", status, get("tail") or "")
+        return _hash(("exec", status, get("tail") or "")), None, KIND_NONE, None, False
     if status in ("completed", "failed"):
-        aggregated = get("aggregated")
-        output = aggregated if _nonblank(aggregated) else text
-        return ("exec", status, _number_or_none(get("exitCode")), get("timedOut") is True, output)
+        out = _exec_output(get("aggregated"), text)
+        code = _number_or_none(get("exitCode"))
+        timed_out = get("timedOut") is True
+        found = _hash(("exec", status, code, timed_out, out))
+        if not is_terminal(code, timed_out, out):
+            return found, None, KIND_NONE, None, False
+        # The same failure with drifting timestamps, counters and pids (§8.4).
+        identity = _hash(("exec", status, code, False, _verbatim(shape(out))))
+        return found, None, KIND_TERMINAL_EXEC, identity, False
     if status in ("approval-pending", "approval-unavailable"):
-        return (
-            "exec",
-            status,
-            get("reason"),
-            get("host"),
-            get("command"),
-            get("warningText"),
-        )
-    return UNSET
+        value = ("exec", status, get("reason"), get("host"), get("command"), get("warningText"))
+        return _hash(value), None, KIND_NONE, None, False
+    return None
 
 
 _POLL_FIELDS = ("status", "exitCode", "exitSignal", "aggregated")
@@ -304,35 +311,70 @@ def _process_value(action: str, details: Mapping[str, Any], text: str) -> object
     return ("process", action, *(get(name) for name in fields), text)
 
 
-def _is_send(tool_name: str, args: Any, send_tools: Collection[str]) -> bool:
-    if tool_name == "sessions_send" or tool_name in send_tools:
-        return True
-    return (
-        tool_name == "message"
-        and isinstance(args, Mapping)
-        and _safe(lambda: args.get("action") in _SEND_ACTIONS, False)
-    )
+#: A write that changed nothing hashes as this result (SPEC §8.6), whatever its path.
+_UNCHANGED: Final = _fingerprint_py({"status": "unchanged"}, RESULT_DOMAIN)
 
 
-def _tool_result_hash(
+def _tool_result_outcome(
     tool_name: str, args: Any, result: Mapping[str, Any], send_tools: Collection[str]
-) -> int:
+) -> Outcome:
+    """Rule 4 after the loop veto: a tool-result mapping's outcome."""
     raw_details = result.get("details")
     details: Mapping[str, Any] = raw_details if isinstance(raw_details, Mapping) else {}
     text = _content_text(result.get("content"))
     if tool_name == "exec" and isinstance(details.get("status"), str):
-        value = _exec_value(details, text)
-        if value is not UNSET:
-            return _fingerprint.fingerprint(value, RESULT_DOMAIN)
+        found = _exec_outcome(details, text)
+        if found is not None:
+            return found
+    if tool_name == "write" and details.get("changed") is False:
+        return _UNCHANGED, None, KIND_NONE, None, True
     if tool_name == "process" and isinstance(args, Mapping):
         action = args.get("action")
         if action in ("poll", "log"):
-            return _fingerprint.fingerprint(_process_value(action, details, text), RESULT_DOMAIN)
-    if _is_send(tool_name, args, send_tools):
-        return _hash_send_details(details)
+            value = _process_value(action, details, text)
+            return _hash(value), None, KIND_NONE, None, False
+    if is_send(tool_name, args, send_tools):
+        return _hash_send_details(details), None, KIND_NONE, None, False
     if tool_name == "update_plan":
-        return _fingerprint.fingerprint(plan_shape(details), RESULT_DOMAIN)
-    return _fingerprint.fingerprint(("result", details, text), RESULT_DOMAIN)
+        return _hash(plan_shape(details)), None, KIND_NONE, None, False
+    return _hash(("result", details, text)), None, KIND_NONE, None, False
+
+
+_RECEIPT_DROPPED = frozenset({"telemetry", "runId", "pendingToolCalls"})
+
+
+def _receipt_value(result: Mapping[Any, Any]) -> object:
+    """What a Code Mode receipt of exec/wait is hashed by (SPEC §8.13, §12.11).
+
+    The receipt without its telemetry, run id and bridge requests, paired with its
+    unsettled requests reduced to ``{method, args}`` (fresh request ids are not
+    progress), or None for the pair's second half when it had no request list.
+    A request list that is not a list or tuple holds no requests.
+    """
+    reduced = {
+        key: value
+        for key, value in result.items()
+        if not (isinstance(key, str) and key in _RECEIPT_DROPPED)
+    }
+    if "pendingToolCalls" not in result:
+        return ("code-mode", reduced, None)
+    calls = result["pendingToolCalls"]
+    pending = [
+        {key: call[key] for key in ("method", "args") if key in call}
+        for call in (calls if isinstance(calls, (list, tuple)) else ())
+        if isinstance(call, Mapping) and "method" in call and call.get("settled") is not True
+    ]
+    return ("code-mode", reduced, pending)
+
+
+def _is_receipt(tool_name: str, result: object) -> bool:
+    return (
+        (tool_name == "exec" or tool_name == "wait")
+        and isinstance(result, Mapping)
+        and "content" not in result
+        and "details" not in result
+        and isinstance(result.get("status"), str)
+    )
 
 
 def _is_tool_result(result: object) -> bool:
@@ -348,7 +390,13 @@ def _is_vetoed(result: Mapping[str, Any]) -> bool:
     )
 
 
-def hash_outcome(
+#: No outcome to record (neither result nor error given).
+NO_OUTCOME: Final[Outcome] = (None, None, KIND_NONE, None, False)
+#: The detector's own block (SPEC §8.1): recorded as a veto, never as a result.
+VETO_OUTCOME: Final[Outcome] = (None, None, KIND_VETO, None, False)
+
+
+def outcome_of(
     tool_name: str,
     args: Any,
     *,
@@ -356,21 +404,28 @@ def hash_outcome(
     error: Any = UNSET,
     normalizers: Mapping[str, Normalizer] | None = None,
     send_tools: Collection[str] = (),
-) -> tuple[int | None, str | None]:
-    """``(result_hash, unknown_tool_name)`` of a call's outcome (SPEC §2)."""
+) -> Outcome:
+    """``(result_hash, unknown_tool_name, kind, failure_identity_hash, no_progress)``.
+
+    SPEC §2 with §8.0-8.6 and §8.13: an error hashes its text (``no_progress``);
+    a loop veto has no hash and kind ``KIND_VETO``; a terminal exec failure has
+    kind ``KIND_TERMINAL_EXEC`` and an identity hash; a write no-op is
+    ``no_progress``. Never raises on a value; only a non-``str`` tool name.
+    """
     check_tool_name(tool_name)
     if error is not UNSET and error is not None:
         text = _error_text(error)
         unknown = None
         if type(text) is str:
             unknown = unknown_tool_name(text[:UNKNOWN_TOOL_SCAN_CHARS])
-        return _fingerprint.fingerprint(text, ERROR_DOMAIN), unknown
+        found = _fingerprint.fingerprint(text, ERROR_DOMAIN, nonces=True)
+        return found, unknown, KIND_NONE, None, True
     if result is UNSET:
-        return None, None
+        return NO_OUTCOME
 
     tool_result = _safe(_is_tool_result, False, result)
     if tool_result and _safe(_is_vetoed, False, result):
-        return None, None
+        return VETO_OUTCOME
     normalizer = normalizers.get(tool_name) if normalizers else None
     if normalizer is not None:
         try:
@@ -383,14 +438,37 @@ def hash_outcome(
                 type(exc).__name__,
             )
         else:
-            return _fingerprint.fingerprint(value, RESULT_DOMAIN), None
-    if tool_result:
-        try:
-            return _tool_result_hash(tool_name, args, result, send_tools), None
-        except Exception:
-            # A mapping that raises on access hashes as an opaque whole value.
-            pass
-    return _fingerprint.fingerprint(result, RESULT_DOMAIN), None
+            return _hash(value), None, KIND_NONE, None, False
+    try:
+        if tool_result:
+            return _tool_result_outcome(tool_name, args, result, send_tools)
+        if _is_receipt(tool_name, result):
+            return _hash(_receipt_value(result)), None, KIND_NONE, None, False
+    except Exception:
+        # A mapping that raises on access hashes as an opaque whole value.
+        pass
+    return _hash(result), None, KIND_NONE, None, False
+
+
+def hash_outcome(
+    tool_name: str,
+    args: Any,
+    *,
+    result: Any = UNSET,
+    error: Any = UNSET,
+    normalizers: Mapping[str, Normalizer] | None = None,
+    send_tools: Collection[str] = (),
+) -> tuple[int | None, str | None]:
+    """``(result_hash, unknown_tool_name)`` of a call's outcome (SPEC §2; a veto has none)."""
+    found = outcome_of(
+        tool_name,
+        args,
+        result=result,
+        error=error,
+        normalizers=normalizers,
+        send_tools=send_tools,
+    )
+    return found[0], found[1]
 
 
 def check_normalizers(normalizers: Mapping[str, Normalizer] | None) -> dict[str, Normalizer]:
