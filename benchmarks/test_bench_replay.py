@@ -5,7 +5,9 @@ about 1,000, some stuck) is replayed through ``loopcore.cli.main`` exactly as
 the console script runs it, JSON parsing, fingerprinting, the scan and the
 JSON report included (stdout captured). The sweep evaluates 11 values of
 ``warningThreshold`` on the same trace; the issue asks that it cost at most 3x
-one plain replay, since the trace is read and fingerprinted once.
+one plain replay, since the trace is read and fingerprinted once. The same
+replay with the operator's table instead of JSON comes last: the JSON report
+should cost at most 1.5x the table (``extra_info["json_over_table"]``).
 
 Times are per replay; ``extra_info`` holds calls/s, and on the sweep, its
 ratio to the plain replay of the same run. The core is whichever
@@ -66,3 +68,10 @@ def test_replay_sweep_11_values(benchmark: BenchmarkFixture, figures: Figures, t
     _time(benchmark, figures, "sweep", str(trace), "--enable", *sweep)
     if "replay" in MEDIANS:
         benchmark.extra_info["sweep_over_replay"] = round(MEDIANS["sweep"] / MEDIANS["replay"], 2)
+
+
+@pytest.mark.benchmark(group="replay 100k calls")
+def test_replay_table(benchmark: BenchmarkFixture, figures: Figures, trace: Path) -> None:
+    _time(benchmark, figures, "table", str(trace), "--enable", "--format", "table")
+    if "replay" in MEDIANS:
+        benchmark.extra_info["json_over_table"] = round(MEDIANS["replay"] / MEDIANS["table"], 2)

@@ -197,12 +197,17 @@ def test_example_with_enable_warns_blocks_and_aborts(replay: Replay) -> None:
         for line in lines
         if line.startswith(EXAMPLE_SESSION)
     }
+    # The last column: every detector that fired, with the call where it first did.
     assert rows == {
-        "run-1": "27 #14 known_poll_no_progress (10) #24 known_poll_no_progress (20) - 4",
-        "run-2": "25 #11 ping_pong (10) #21 ping_pong (20) - 5",
-        "run-3": "10 - - #8 2",
+        "run-1": "27 #14 known_poll_no_progress (10) #24 known_poll_no_progress (20) - 4 "
+        "known_poll_no_progress #14",
+        "run-2": "25 #11 ping_pong (10) #21 ping_pong (20) - 5 ping_pong #11",
+        "run-3": "10 - - #8 2 -",
     }
-    assert f"run-1 #24 {EXAMPLE}:51: CRITICAL: process has been polled 20 times" in out
+    assert (
+        f"{EXAMPLE_SESSION} run-1 #24 {EXAMPLE}:51: CRITICAL: process has been polled 20 times"
+        in out
+    )
     assert f"run-2 #21 {EXAMPLE}:101: CRITICAL: 20 times alternating between read and exec" in out
     assert f"run-3 #8 {EXAMPLE}:129: ABORT: compaction_loop_persisted: grep repeated" in out
     assert lines[-1] == (

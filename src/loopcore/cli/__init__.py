@@ -7,15 +7,21 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from .options import add_parser as add_replay
 
-__all__ = ["main"]
+__all__ = ["NEEDS_NUMPY", "main"]
+
+#: What ``loopcore replay`` says when the ``cli`` extra is missing (the scan needs numpy).
+NEEDS_NUMPY = "needs numpy, which comes with the cli extra: pip install 'loopcore[cli]'"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopcore", description="Tool-loop detection for LLM agent gateways."
     )
+    version = f"loopcore {__version__}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
         "demo", help="simulate a looping agent and show warnings, blocks and a compaction abort"
@@ -23,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-color", action="store_true", help="plain output (also when stdout is not a terminal)"
     )
-    add_replay(commands)
+    add_replay(commands, version)
     return parser
 
 
@@ -35,8 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run(color=not args.no_color)
         if args.command == "replay":
-            from .replay import run as replay
-
+            try:
+                from .replay import run as replay
+            except ImportError as exc:
+                if (exc.name or "").partition(".")[0] != "numpy":
+                    raise
+                print(f"loopcore replay: {NEEDS_NUMPY}", file=sys.stderr)
+                return 2
             return replay(args, sys.stdout, sys.stderr)
     except BrokenPipeError:
         # The reader went away (``loopcore demo | head``): stop quietly, and keep

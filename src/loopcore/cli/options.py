@@ -19,6 +19,7 @@ from .._config import ConfigError, load_block, overlay, with_setting
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "INPUT_FORMATS",
     "MAX_DIGITS",
     "MAX_SWEEP_VALUES",
     "Sweep",
@@ -40,25 +41,35 @@ SHOWN = 60
 #: ``--max-line-bytes`` when it is not given: ``loopcore.formats.MAX_LINE_BYTES`` (64 MiB),
 #: spelled out so that reading the command line imports neither the readers nor numpy.
 DEFAULT_MAX_LINE_BYTES = 64 << 20
+#: ``--input-format`` choices: ``loopcore.formats.FORMATS``, spelled out for the same reason.
+INPUT_FORMATS = ("loopcore", "pi", "openai-chat", "openai-responses", "anthropic")
 
 
 class UsageError(Exception):
     """A bad option value; the message names the option."""
 
 
-def add_parser(commands: Any) -> None:
-    """Add ``replay`` to the ``loopcore`` sub-commands."""
+def add_parser(commands: Any, version: str) -> None:
+    """Add ``replay`` to the ``loopcore`` sub-commands (``version``: what ``--version`` prints)."""
     replay = commands.add_parser(
         "replay",
         help="what would loop detection have done on recorded traces?",
         description=(
-            "Replay recorded tool calls (loopcore JSONL events or pi / OpenClaw session "
-            "transcripts, .gz or plain, files or directories) through loop detection and "
+            "Replay recorded tool calls (loopcore JSONL events, pi / OpenClaw session "
+            "transcripts, OpenAI Chat Completions, OpenAI Responses or Anthropic Messages "
+            "conversations; .gz or plain, files or directories) through loop detection and "
             "report, per run, what would have been warned, blocked or aborted. Exit status: "
-            "0 nothing would block, 1 something would block or abort, 2 usage or input error."
+            "0 nothing would block, 1 something would block or abort, 2 usage or input error "
+            "(also when no tool call could be read from the input)."
         ),
     )
+    replay.add_argument("--version", action="version", version=version)
     replay.add_argument("traces", nargs="+", metavar="TRACE", help="trace file or directory")
+    replay.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        help="read every trace in this format (default: detected per file)",
+    )
     replay.add_argument("--config", metavar="FILE", help="an OpenClaw config file (JSON5)")
     replay.add_argument("--agent", metavar="ID", help="use this agent's override from --config")
     replay.add_argument(

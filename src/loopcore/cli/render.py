@@ -29,16 +29,18 @@ from .._config import LoopDetectionConfig, config_mapping
 from .._rules import DETECTORS, LEVELS
 from ..formats import Traces
 from ..formats._text import printable
-from .options import Sweep
-from .report import Hit, Report, RunReport, Tally, tally
+from .report import Hit, Report, RunReport, tally
 
 __all__ = [
     "CSV_COLUMNS",
     "MESSAGE_WIDTH",
+    "columns",
+    "dump",
+    "header",
     "plural",
+    "summary",
     "write_csv",
     "write_json",
-    "write_sweep",
     "write_table",
 ]
 
@@ -60,7 +62,7 @@ def _json_text(value: object) -> str:
     return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
 
 
-def _summary(traces: Traces, config: LoopDetectionConfig) -> dict[str, Any]:
+def summary(traces: Traces, config: LoopDetectionConfig) -> dict[str, Any]:
     table = traces.table
     return {
         "files": [
@@ -91,12 +93,12 @@ def plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def _header(traces: Traces, config: LoopDetectionConfig, out: TextIO) -> None:
-    summary = _summary(traces, config)
+def header(traces: Traces, config: LoopDetectionConfig, out: TextIO) -> None:
+    found = summary(traces, config)
     formats = sorted({f.format for f in traces.files})
     print(
         f"loopcore replay: {plural(len(traces.files), 'file')} ({', '.join(formats) or '-'}), "
-        f"{plural(summary['calls'], 'call')} in {plural(summary['runs'], 'run')}, "
+        f"{plural(found['calls'], 'call')} in {plural(found['runs'], 'run')}, "
         f"{plural(traces.skipped, 'malformed line')} skipped; core: {IMPLEMENTATION}",
         file=out,
     )
@@ -139,6 +141,11 @@ def _short(message: str | None) -> str:
     return text if len(text) <= MESSAGE_WIDTH else text[: MESSAGE_WIDTH - 1] + "…"
 
 
+def _fired(run: RunReport) -> str:
+    """Every detector that fired in the run, each with the call where it first did."""
+    return ", ".join(f"{name} #{call}" for name, call in run.fired) or "-"
+
+
 def _session_text(session: Hashable) -> str:
     return "-" if session is None else printable(str(session))
 
@@ -147,7 +154,7 @@ def _run_text(run_id: str | None) -> str:
     return printable(run_id) if run_id else "-"
 
 
-def _columns(rows: Sequence[Sequence[str]], right: set[int], out: TextIO) -> None:
+def columns(rows: Sequence[Sequence[str]], right: set[int], out: TextIO) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [
@@ -162,14 +169,14 @@ def write_table(
 ) -> None:
     """The operator's report: the header, the flagged runs, why each stopped, the totals."""
     traces = report.traces
-    _header(traces, config, out)
+    header(traces, config, out)
     flagged = [r for r in runs if r.flagged]
     print(file=out)
     if not flagged:
         print("no run would have been warned, blocked or aborted", file=out)
     else:
         rows = [
-            ("session", "run", "calls", "first warning", "first block", "abort", "saved"),
+            ("session", "run", "calls", "first warning", "first block", "abort", "saved", "fired"),
             *(
                 (
                     _session_text(r.session),
@@ -179,11 +186,12 @@ def write_table(
                     _cell(r.first_block),
                     f"#{r.aborted.call}" if r.aborted else "-",
                     f"{r.saved:,}",
+                    _fired(r),
                 )
                 for r in flagged
             ),
         ]
-        _columns(rows, {2, 6}, out)
+        columns(rows, {2, 6}, out)
         stops = [
             (r, hit)
             for r in flagged
@@ -195,7 +203,8 @@ def write_table(
             for r, hit in stops:
                 where = f"{printable(hit.file)}:{hit.line}"
                 message = _short(printable(hit.message or ""))  # it names the tool
-                print(f"  {_run_text(r.run_id)} #{hit.call} {where}: {message}", file=out)
+                scope = f"{_session_text(r.session)} {_run_text(r.run_id)}"
+                print(f"  {scope} #{hit.call} {where}: {message}", file=out)
     totals = tally(report.result)
     calls = len(traces.table)
     share = f" ({totals.calls_saved / calls:.0%})" if calls else ""
@@ -223,40 +232,72 @@ def _json_session(session: Hashable) -> object:
     )
 
 
-def _dump(document: object, out: TextIO) -> None:
+def dump(document: object, out: TextIO) -> None:
+    """Write ``document`` as one compact JSON text, encoded in one pass and written at once."""
+    # json.dump would write token by token (and indenting takes the slow encoder);
     # allow_nan=False: a non-finite number that reached the document is a bug, never bad JSON.
-    json.dump(document, out, indent=1, allow_nan=False)
-    out.write("\n")
+    out.write(json.dumps(document, separators=(",", ":"), allow_nan=False) + "\n")
 
 
-def _calls_json(report: Report) -> list[dict[str, Any]]:
-    """Every call with a verdict or an abort (the others are the unremarkable majority)."""
+#: One call of the JSON report's ``calls``, as compact JSON (the keys in this order).
+_CALL = (
+    '{"index":%d,"file":%s,"line":%d,"session":%s,"run_id":%s,"call":%d,"tool":%s,'
+    '"level":%s,"detector":%s,"count":%d,"aborted":%s}'
+)
+
+
+def _encoded(value: object) -> str:
+    return json.dumps(value, allow_nan=False)
+
+
+def _calls_text(report: Report) -> str:
+    """Every call with a verdict or an abort (the others are the unremarkable majority), as
+    the JSON array ``json.dumps`` would write compactly.
+
+    A stuck trace can have a verdict on nearly every call: the text is made row by row from
+    the few distinct strings, each encoded once, instead of one dict per call encoded.
+    """
     result, traces = report.result, report.traces
     table = traces.table
     picked = np.flatnonzero((result.level > 0) | result.aborted)
-    scopes = table.scopes
-    names: dict[int, str] = {}
-    out = []
-    for i in picked.tolist():
-        tool_hash = int(table.tool_hash[i])
-        tool = names.get(tool_hash) or names.setdefault(tool_hash, table.name(tool_hash))
-        session, run_id = scopes[int(table.scope[i])]
-        out.append(
-            {
-                "index": i,
-                "file": traces.files[int(traces.file_index[i])].path,
-                "line": int(traces.lines[i]),
-                "session": _json_session(session),
-                "run_id": run_id,
-                "call": int(report.pos[i]) + 1,
-                "tool": tool,
-                "level": LEVELS[int(result.level[i])],
-                "detector": DETECTORS[int(result.detector[i])],
-                "count": int(result.count[i]),
-                "aborted": bool(result.aborted[i]),
-            }
+    hashes = table.tool_hash[picked].tolist()
+    tools = {h: _encoded(table.name(h)) for h in set(hashes)}
+    sessions = [_encoded(_json_session(session)) for session, _ in table.scopes]
+    run_ids = [_encoded(run_id) for _, run_id in table.scopes]
+    paths = [_encoded(f.path) for f in traces.files]
+    levels = [_encoded(level) for level in LEVELS]
+    detectors = [_encoded(detector) for detector in DETECTORS]
+    columns = zip(
+        picked.tolist(),
+        traces.file_index[picked].tolist(),
+        traces.lines[picked].tolist(),
+        table.scope[picked].tolist(),
+        (report.pos[picked] + 1).tolist(),
+        hashes,
+        result.level[picked].tolist(),
+        result.detector[picked].tolist(),
+        result.count[picked].tolist(),
+        result.aborted[picked].tolist(),
+        strict=True,
+    )
+    rows = [
+        _CALL
+        % (
+            i,
+            paths[file],
+            line,
+            sessions[scope],
+            run_ids[scope],
+            call,
+            tools[tool],
+            levels[level],
+            detectors[detector],
+            count,
+            "true" if aborted else "false",
         )
-    return out
+        for i, file, line, scope, call, tool, level, detector, count, aborted in columns
+    ]
+    return f"[{','.join(rows)}]"
 
 
 def write_json(
@@ -264,10 +305,10 @@ def write_json(
 ) -> None:
     """The whole report as one JSON document: summary, every run, every call with a verdict."""
     totals = tally(report.result)
-    summary = _summary(report.traces, config)
-    summary.update(totals.__dict__, would_block=totals.would_block)
+    head = summary(report.traces, config)
+    head.update(totals.__dict__, would_block=totals.would_block)
     document = {
-        "summary": summary,
+        "summary": head,
         "runs": [
             {
                 "file": r.file,
@@ -282,9 +323,10 @@ def write_json(
             }
             for r in runs
         ],
-        "calls": _calls_json(report),
     }
-    _dump(document, out)
+    text = json.dumps(document, separators=(",", ":"), allow_nan=False)
+    # The calls go last, spliced in as text: still one document, written at once.
+    out.write(f'{text[:-1]},"calls":{_calls_text(report)}}}\n')
 
 
 CSV_COLUMNS = (
@@ -344,51 +386,3 @@ def write_csv(runs: list[RunReport], out: TextIO) -> None:
             r.saved,
         ]
         writer.writerow([_csv_cell(value) for value in row])
-
-
-def write_sweep(
-    traces: Traces,
-    config: LoopDetectionConfig,
-    spec: Sweep,
-    rows: list[tuple[int, Tally]],
-    fmt: str,
-    out: TextIO,
-) -> None:
-    """One row per swept value: runs warned, blocked and aborted, and calls saved."""
-    if fmt == "json":
-        document = {
-            "summary": _summary(traces, config),
-            "setting": spec.setting,
-            "sweep": [{"value": value, **t.__dict__} for value, t in rows],
-        }
-        _dump(document, out)
-        return
-    if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(("setting", "value", *Tally.__dataclass_fields__))
-        for value, t in rows:
-            writer.writerow((spec.setting, value, *t.__dict__.values()))
-        return
-    _header(traces, config, out)
-    first, last = spec.values[0], spec.values[-1]
-    step = spec.values[1] - first if len(spec.values) > 1 else 1
-    print(
-        f"\nsweep of {spec.setting} from {first} to {last}"
-        f"{f' step {step}' if step != 1 else ''} ({plural(len(rows), 'value')}), "
-        f"over {plural(len(traces.table), 'call')}:",
-        file=out,
-    )
-    table = [
-        (spec.setting, "runs warned", "runs blocked", "runs aborted", "calls saved"),
-        *(
-            (
-                str(value),
-                f"{t.runs_warned:,}",
-                f"{t.runs_blocked:,}",
-                f"{t.runs_aborted:,}",
-                f"{t.calls_saved:,}",
-            )
-            for value, t in rows
-        ),
-    ]
-    _columns(table, {0, 1, 2, 3, 4}, out)

@@ -20,11 +20,12 @@ from typing import TextIO
 
 from .._config import ConfigError, LoopDetectionConfig
 from ..batch import scan, sweep
-from ..formats import InputError, load
+from ..formats import InputError, Traces, load
 from ..formats._text import printable
-from .options import UsageError, config_block, max_line_bytes, parse_sweep
-from .render import plural, write_csv, write_json, write_sweep, write_table
+from .options import INPUT_FORMATS, UsageError, config_block, max_line_bytes, parse_sweep
+from .render import plural, write_csv, write_json, write_table
 from .report import Report, tally
+from .sweep import sweep_rows, write_sweep
 
 __all__ = ["run"]
 
@@ -42,6 +43,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
 
 
+def _not_a_trace(traces: Traces, forced: str | None) -> str:
+    """Why an input that held lines, none of which gave a tool call, is not replayed."""
+    lines = sum(f.lines - f.blank for f in traces.files)
+    what = f"{plural(lines, 'line')}, {traces.skipped:,} malformed"
+    if len(traces.files) == 1:
+        where = f"{printable(traces.files[0].path)} ({what})"
+    else:
+        where = f"{plural(len(traces.files), 'file')} ({what})"
+    formats = f"read as {forced}" if forced else f"formats read: {', '.join(INPUT_FORMATS)}"
+    return f"no tool call could be read from {where}: not a trace ({formats})"
+
+
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.plot is not None:
@@ -57,10 +70,19 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         config = LoopDetectionConfig.from_mapping(block)
         spec = parse_sweep(args.sweep, block) if args.sweep is not None else None
         limit = max_line_bytes(args)
-        traces = load(args.traces, strict=args.strict, err=err, max_line_bytes=limit)
+        traces = load(
+            args.traces,
+            strict=args.strict,
+            err=err,
+            max_line_bytes=limit,
+            input_format=args.input_format,
+        )
     except (UsageError, ConfigError, InputError) as exc:
         # One line: a value or a file name with a newline in it is escaped.
         print(f"loopcore replay: {printable(str(exc))}", file=err)
+        return 2
+    if not len(traces.table) and traces.held:
+        print(f"loopcore replay: {_not_a_trace(traces, args.input_format)}", file=err)
         return 2
     if args.format != "table" and traces.skipped:
         print(f"loopcore replay: {plural(traces.skipped, 'malformed line')} skipped", file=err)
@@ -73,11 +95,9 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             results = sweep(traces.table, block, spec.setting, spec.values)
         finally:
             library.setLevel(level)
-        rows = [
-            (value, tally(result)) for value, (_, result) in zip(spec.values, results, strict=True)
-        ]
-        write_sweep(traces, config, spec, rows, args.format, out)
-        return 1 if any(t.would_block for _, t in rows) else 0
+        rows = sweep_rows(spec, block, results)
+        write_sweep(traces, config, spec, rows, args.format, out, err)
+        return 1 if any(row.tally.would_block for row in rows) else 0
 
     result = scan(traces.table, config)
     report = Report(traces, result)

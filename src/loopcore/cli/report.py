@@ -47,6 +47,8 @@ class RunReport:
     aborted: Hit | None
     detectors: tuple[str, ...]
     saved: int
+    #: every detector that fired, with the run's call number where it first did
+    fired: tuple[tuple[str, int], ...] = ()
 
     @property
     def flagged(self) -> bool:
@@ -107,6 +109,10 @@ class Report:
                     aborted=self.abort(summary.aborted_at),
                     detectors=summary.detectors,
                     saved=summary.saved,
+                    fired=tuple(
+                        (name, int(self.pos[index]) + 1)
+                        for name, index in zip(summary.detectors, summary.first_fired, strict=True)
+                    ),
                 )
             )
         return out

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 
 __all__ = ["TRACE_SUFFIXES", "InputError", "expand", "file_size", "open_trace", "reason"]
 
-#: What a directory's trace files are called (searched recursively, hidden entries skipped).
-TRACE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+#: What a directory's trace files are called (searched recursively, hidden entries skipped):
+#: JSONL, and JSON for conversation documents.
+TRACE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 
 
 class InputError(Exception):

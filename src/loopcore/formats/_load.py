@@ -1,14 +1,19 @@
 """How are trace files read into one ``CallTable``? ``load``, choosing each file's reader.
 
 A file's format is the one its first decisive line shows (``_detect``): a line
-that fits both (a bare compaction) waits for the next one.
+that fits two (a bare compaction) waits for the next one. A file whose first
+line opens a JSON document it does not close is one document of chat
+conversations (``_json``), unless its later lines show it is JSONL with a
+broken first line. ``input_format`` forces one format for every file.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -16,16 +21,22 @@ import numpy as np
 import numpy.typing as npt
 
 from ..batch import CallTable, CallTableBuilder
-from ..batch._table import EVENT_FIELDS
+from ._chat import ChatReader
+from ._detect import CHAT, detect
 from ._files import InputError, expand, file_size, open_trace, reason
+from ._json import Document, decode_located, opens_document
 from ._reader import (
+    CHAT_FORMATS,
+    FORMATS,
     LOOPCORE,
     MAX_LINE_BYTES,
     PI,
     SKIP,
     FileSummary,
+    Lines,
     LineSource,
     Problems,
+    json_type,
     line_limit,
     parse,
 )
@@ -44,7 +55,8 @@ class Traces:
 
     table: CallTable
     files: list[FileSummary]
-    #: per call: its line number in its file (for pi, the line of the assistant message)
+    #: per call: its line number in its file (in a transcript, the line of the message that
+    #: made the call)
     lines: npt.NDArray[np.int64]
     #: per call: its index into ``files``
     file_index: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -61,18 +73,10 @@ class Traces:
     def orphan_results(self) -> int:
         return sum(f.orphan_results for f in self.files)
 
-
-def _detect(event: dict[str, Any]) -> str | None:
-    """The format a parsed line shows, or None when it fits both (a bare compaction line)."""
-    kind = event.get("type")
-    if "tool" in event or kind == "call":
-        return LOOPCORE
-    if kind == "compaction":
-        # pi's compaction entries carry an id, a summary, token counts: fields no event has.
-        return PI if any(key not in EVENT_FIELDS for key in event) else None
-    if isinstance(kind, str):
-        return PI
-    return LOOPCORE  # no tool, no type: a broken event; the loopcore reader names the field
+    @property
+    def held(self) -> bool:
+        """Did any file hold more than blank lines?"""
+        return any(f.held for f in self.files)
 
 
 class _Progress:
@@ -83,7 +87,7 @@ class _Progress:
         if enabled and err.isatty():
             try:
                 from tqdm import tqdm
-            except ImportError:  # a broken install; the bar is a nicety
+            except ImportError:  # an optional extra (loopcore[cli]): without it, no bar
                 return
             self.bar = tqdm(
                 total=total,
@@ -104,6 +108,132 @@ class _Progress:
             self.bar.close()
 
 
+def _reader(
+    kind: str,
+    builder: CallTableBuilder,
+    row_lines: array[int],
+    report: Problems,
+    summary: FileSummary,
+) -> Any:
+    summary.format = kind
+    if kind == LOOPCORE:
+        return EventReader(builder, row_lines, report, summary)
+    if kind == PI:
+        return PiReader(builder, row_lines, report, summary)
+    return ChatReader(builder, row_lines, report, summary, None if kind == CHAT else kind)
+
+
+class _File:
+    """One file being read: choosing its reader, then handing it the lines."""
+
+    def __init__(
+        self,
+        builder: CallTableBuilder,
+        row_lines: array[int],
+        summary: FileSummary,
+        report: Problems,
+        forced: str | None,
+        limit: int,
+    ) -> None:
+        self.builder = builder
+        self.row_lines = row_lines
+        self.summary = summary
+        self.report = report
+        self.forced = forced
+        self.limit = limit
+
+    def read(self, lines: Lines, tick: Callable[[], None]) -> None:
+        forced = self.forced
+        if forced in (LOOPCORE, PI):
+            reader = _reader(forced, self.builder, self.row_lines, self.report, self.summary)
+            reader.run(lines, tick)
+            reader.finish()
+            return
+        early: list[tuple[int, Any]] = []
+        kind = forced
+        documents = True  # until the first line with content: may it open a document?
+        for number, line in lines:
+            if documents and opens_document(line, number):
+                document = Document(number, line, lines, self.limit)
+                if self._document(document):
+                    return
+                lines = itertools.chain(document.held(), lines)  # JSONL after all
+                break
+            documents = documents and not line.strip()
+            event = parse(line, number, self.report, arrays=True)
+            if event is SKIP:
+                continue
+            early.append((number, event))
+            if kind is not None:
+                break  # forced: the first line is the reader's to judge
+            kind = detect(event)
+            if kind is not None:
+                break
+        self._lines(kind, early, lines, tick)
+
+    def _lines(
+        self, kind: str | None, early: list[tuple[int, Any]], lines: Lines, tick: Callable[[], None]
+    ) -> None:
+        if kind is None:
+            # Still undecided: read on, the first decisive line choosing the reader.
+            for number, line in lines:
+                event = parse(line, number, self.report, arrays=True)
+                if event is SKIP:
+                    continue
+                early.append((number, event))
+                kind = detect(event)
+                if kind is not None:
+                    break
+        reader = _reader(kind or LOOPCORE, self.builder, self.row_lines, self.report, self.summary)
+        for number, event in early:
+            if isinstance(reader, ChatReader) or isinstance(event, dict):
+                reader.take(number, event)
+            else:  # an array line, undecided before: what the line readers say of one
+                self.report(number, f"expected a JSON object, got {json_type(event)}")
+        reader.run(lines, tick)
+        reader.finish()
+
+    def _document(self, document: Document) -> bool:
+        """Read a held document; False when it is rather JSONL with a broken first line."""
+        report = self.report
+        if document.too_long:
+            if document.looks_like_lines():
+                return False
+            report(
+                document.first,
+                f"JSON document longer than {self.limit} bytes (--max-line-bytes)",
+            )
+            document.data.clear()
+            return True  # the rest of the file is left unread
+        try:
+            value, located = decode_located(document.text())
+        except UnicodeDecodeError as exc:
+            if document.looks_like_lines():
+                return False
+            line = document.line_at_byte(exc.start)
+            report(line, f"not UTF-8 text ({exc.reason} in the JSON document)")
+            return True
+        except json.JSONDecodeError as exc:
+            if document.looks_like_lines():
+                return False
+            line = document.line_of(exc.lineno)
+            report(line, f"invalid JSON document: {exc.msg} (column {exc.colno})")
+            return True
+        except RecursionError:
+            report(document.first, "invalid JSON document: nested too deeply")
+            return True
+        except ValueError as exc:  # an integer past the interpreter's digit limit
+            report(document.first, f"invalid JSON document: {exc}")
+            return True
+        kind = self.forced if self.forced in CHAT_FORMATS else CHAT
+        reader = _reader(kind, self.builder, self.row_lines, report, self.summary)
+        lines = {key: document.line_of(line) for key, line in located.items()}
+        document.data.clear()
+        reader.take_document(value, lines, document.first)
+        reader.finish()
+        return True
+
+
 def _read(
     path: str,
     builder: CallTableBuilder,
@@ -113,6 +243,7 @@ def _read(
     progress: _Progress,
     offset: int,
     max_line_bytes: int,
+    forced: str | None,
 ) -> None:
     stream, raw = open_trace(path)
     # A pipe or a FIFO has no position (its size is 0 too): the bar then stays where it was.
@@ -126,24 +257,11 @@ def _read(
         with stream, raw:
             source = LineSource(stream, max_line_bytes, report)
             lines = iter(source)
-            early: list[tuple[int, dict[str, Any]]] = []
-            kind = None
-            for number, line in lines:
-                event = parse(line, number, report)
-                if event is SKIP:
-                    continue
-                early.append((number, event))
-                kind = _detect(event)
-                if kind is not None:
-                    break
-            summary.format = kind or LOOPCORE
-            reader_type = PiReader if kind == PI else EventReader
-            reader = reader_type(builder, row_lines, report, summary)
-            for early_number, event in early:
-                reader.take(early_number, event)
-            reader.run(lines, tick)
+            _File(builder, row_lines, summary, report, forced, max_line_bytes).read(lines, tick)
+            for _ in lines:  # a document left too long to read: counted to its end
+                pass
             summary.lines = source.count
-            reader.finish()
+            summary.blank = report.blank
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"{path}: cannot read: {reason(exc)}") from None
     finally:
@@ -157,13 +275,20 @@ def load(
     progress: bool = True,
     err: TextIO,
     max_line_bytes: int = MAX_LINE_BYTES,
+    input_format: str | None = None,
 ) -> Traces:
     """Read every trace named by ``paths`` into one table (see ``loopcore.formats``).
 
     A line longer than ``max_line_bytes`` (its line end not counted) is
-    malformed: reported, counted and streamed past without being held.
+    malformed: reported, counted and streamed past without being held; so is
+    a JSON document longer than that. ``input_format`` (one of ``FORMATS``)
+    reads every file in that format instead of detecting each one's.
     """
     line_limit(max_line_bytes)
+    if input_format is not None and input_format not in FORMATS:
+        raise ValueError(
+            f"input_format: expected one of {', '.join(FORMATS)}, got {input_format!r}"
+        )
     files = expand(paths)
     builder = CallTableBuilder()
     row_lines: array[int] = array("q")
@@ -176,7 +301,9 @@ def load(
             summary = FileSummary(path, first_row=len(builder))
             summaries.append(summary)
             report = Problems(path, strict, err)
-            _read(path, builder, row_lines, summary, report, bar, offset, max_line_bytes)
+            _read(
+                path, builder, row_lines, summary, report, bar, offset, max_line_bytes, input_format
+            )
             summary.skipped = report.count
             summary.calls = len(builder) - summary.first_row
             offset += size

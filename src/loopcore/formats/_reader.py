@@ -20,10 +20,15 @@ from ._files import InputError
 from ._text import printable
 
 __all__ = [
+    "ANTHROPIC",
+    "CHAT_FORMATS",
     "DECODER",
+    "FORMATS",
     "LOOPCORE",
     "MAX_LINE_BYTES",
     "MAX_REPORTS",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
     "PI",
     "PROGRESS_EVERY",
     "SKIP",
@@ -49,6 +54,13 @@ SKIP_CHUNK = 1 << 20
 
 LOOPCORE = "loopcore"
 PI = "pi"
+OPENAI_CHAT = "openai-chat"
+OPENAI_RESPONSES = "openai-responses"
+ANTHROPIC = "anthropic"
+#: The conversation formats: one reader (``formats._chat``) reads them all.
+CHAT_FORMATS = (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC)
+#: Every format a file can be read as (``--input-format``).
+FORMATS = (LOOPCORE, PI, *CHAT_FORMATS)
 
 
 @dataclass
@@ -59,22 +71,31 @@ class FileSummary:
     format: str = LOOPCORE
     lines: int = 0
     calls: int = 0
-    skipped: int = 0  # malformed lines
-    unanswered: int = 0  # pi: tool calls whose result never came
-    orphan_results: int = 0  # pi: tool results that answer no call
+    skipped: int = 0  # malformed lines (or JSON documents)
+    unanswered: int = 0  # transcripts: tool calls whose result never came
+    orphan_results: int = 0  # transcripts: tool results that answer no call
     first_row: int = 0
+    blank: int = 0  # lines holding only white space
+
+    @property
+    def held(self) -> bool:
+        """Did the file hold anything but blank lines? (One that did, yet gave no call, is
+        no trace.)"""
+        return self.lines > self.blank
 
 
 class Problems:
     """Reports a file's malformed lines on stderr (the first ``MAX_REPORTS``) and counts them."""
 
-    __slots__ = ("count", "err", "path", "strict")
+    __slots__ = ("blank", "count", "err", "path", "strict")
 
     def __init__(self, path: str, strict: bool, err: TextIO) -> None:
         self.path = path
         self.strict = strict
         self.err = err
         self.count = 0
+        #: blank lines met by ``parse`` (not malformed, but not content either)
+        self.blank = 0
 
     def __call__(self, line: int, reason: str) -> None:
         self.count += 1
@@ -98,8 +119,9 @@ SKIP: Any = object()
 DECODER = json.JSONDecoder()
 
 
-def parse(line: bytes, number: int, report: Problems) -> Any:
-    """The line's JSON object, or ``SKIP`` for a blank line or (reported) a malformed one."""
+def parse(line: bytes, number: int, report: Problems, arrays: bool = False) -> Any:
+    """The line's JSON object (or, with ``arrays``, array), or ``SKIP`` for a blank line or
+    (reported) a malformed one."""
     try:
         value = DECODER.decode(line.decode("utf-8-sig" if number == 1 else "utf-8"))
     except UnicodeDecodeError as exc:
@@ -107,6 +129,7 @@ def parse(line: bytes, number: int, report: Problems) -> Any:
         return SKIP
     except json.JSONDecodeError as exc:
         if not line.strip():
+            report.blank += 1
             return SKIP
         report(number, f"invalid JSON: {exc.msg} (column {exc.colno})")
         return SKIP
@@ -116,10 +139,11 @@ def parse(line: bytes, number: int, report: Problems) -> Any:
     except ValueError as exc:  # e.g. an integer past the interpreter's digit limit
         report(number, f"invalid JSON: {exc}")
         return SKIP
-    if not isinstance(value, dict):
-        report(number, f"expected a JSON object, got {json_type(value)}")
-        return SKIP
-    return value
+    if isinstance(value, dict) or (arrays and isinstance(value, list)):
+        return value
+    wanted = "a JSON object or array" if arrays else "a JSON object"
+    report(number, f"expected {wanted}, got {json_type(value)}")
+    return SKIP
 
 
 def json_type(value: object) -> str:
@@ -200,7 +224,7 @@ class LineSource:
 
 
 class Reader:
-    """What both readers write to: the table, each row's line, the reports, the file's counts."""
+    """What every reader writes to: the table, each row's line, the reports, the file's counts."""
 
     def __init__(
         self, builder: CallTableBuilder, lines: array[int], report: Problems, summary: FileSummary

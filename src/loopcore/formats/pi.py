@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from typing import Any
 
-from .._outcome import UNSET
 from ..batch import CallTableBuilder
+from ._pairing import Pairing
 from ._reader import (
     PROGRESS_EVERY,
     SKIP,
@@ -21,29 +20,6 @@ from ._reader import (
 )
 
 __all__ = ["PiReader"]
-
-
-class _Call:
-    """A pi tool call waiting for its result (calls are added in the order they were made)."""
-
-    __slots__ = ("args", "call_id", "done", "error", "line", "name", "result", "run_id")
-
-    def __init__(self, line: int, name: str, args: Any, call_id: str, run_id: str) -> None:
-        self.line = line
-        self.name = name
-        self.args = args
-        self.call_id = call_id
-        self.run_id = run_id
-        self.result: Any = UNSET
-        self.error: Any = UNSET
-        self.done = False
-
-
-class _Compaction:
-    __slots__ = ("run_id",)
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
 
 
 def _error_text(content: object) -> str:
@@ -75,8 +51,7 @@ class PiReader(Reader):
         super().__init__(builder, lines, report, summary)
         self.session = summary.path
         self.run_number = 0
-        self.queue: deque[_Call | _Compaction] = deque()
-        self.waiting: dict[str, deque[_Call]] = {}
+        self.pairing = Pairing(builder, lines, report, summary)
 
     @property
     def run_id(self) -> str:
@@ -102,15 +77,14 @@ class PiReader(Reader):
         elif kind == "message":
             self._message(number, entry.get("message"))
         elif kind == "compaction":
-            self.queue.append(_Compaction(self.run_id))
-            self._flush()
+            self.pairing.compaction(self.session, self.run_id)
         elif kind == "session":
             session = entry.get("id")
             if not isinstance(session, str) or not session:
                 self.report(number, "id: expected the session id, a non-empty string")
                 return
             # A header mid-file starts another session (files joined together).
-            self._flush(everything=True)
+            self.pairing.flush(everything=True)
             self.session = session
             self.run_number = 0
         # Any other entry (model_change, thinking_level_change, custom, label, ...)
@@ -124,7 +98,7 @@ class PiReader(Reader):
         if not isinstance(role, str):
             self.report(number, "message.role: expected a string")
         elif role == "user":
-            self._flush(everything=True)
+            self.pairing.flush(everything=True)
             self.run_number += 1
         elif role == "assistant":
             self._calls(number, message.get("content"))
@@ -146,62 +120,20 @@ class PiReader(Reader):
             if not isinstance(call_id, str):
                 self.report(number, f"{where}.id: expected a string")
                 return
-            calls.append(_Call(number, name, block.get("arguments", {}), call_id, self.run_id))
-        for call in calls:
-            self.queue.append(call)
-            self.waiting.setdefault(call.call_id, deque()).append(call)
+            calls.append((name, block.get("arguments", {}), call_id))
+        for name, args, call_id in calls:
+            self.pairing.call(number, name, args, call_id, self.session, self.run_id)
 
     def _result(self, number: int, message: dict[str, Any]) -> None:
         call_id = message.get("toolCallId")
         if not isinstance(call_id, str):
             self.report(number, "message.toolCallId: expected a string")
             return
-        waiting = self.waiting.get(call_id)
-        if not waiting:
-            self.summary.orphan_results += 1
-            return
-        call = waiting.popleft()
-        if not waiting:
-            del self.waiting[call_id]
         if message.get("isError") is True:
-            call.error = _error_text(message.get("content"))
+            self.pairing.answer(call_id, error=_error_text(message.get("content")))
         else:
-            call.result = {"content": message.get("content"), "details": message.get("details")}
-        call.done = True
-        self._flush()
-
-    def _flush(self, everything: bool = False) -> None:
-        """Add the calls at the front of the queue whose outcome is known (or all of them)."""
-        queue = self.queue
-        while queue:
-            item = queue[0]
-            if isinstance(item, _Compaction):
-                self.builder.add_compaction(session=self.session, run_id=item.run_id)
-            elif item.done or everything:
-                if not item.done:
-                    self.summary.unanswered += 1
-                self._add(item)
-            else:
-                return
-            queue.popleft()
-        if everything:
-            self.waiting.clear()
-
-    def _add(self, call: _Call) -> None:
-        try:
-            self.builder.add(
-                call.name,
-                call.args,
-                result=call.result,
-                error=call.error,
-                tool_call_id=call.call_id,
-                session=self.session,
-                run_id=call.run_id,
-            )
-        except (TypeError, ValueError) as exc:  # pragma: no cover - every field is checked above
-            self.report(call.line, str(exc))
-            return
-        self.row_lines.append(call.line)
+            result = {"content": message.get("content"), "details": message.get("details")}
+            self.pairing.answer(call_id, result=result)
 
     def finish(self) -> None:
-        self._flush(everything=True)
+        self.pairing.flush(everything=True)
