@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # What the wheels workflow does for one platform, on this machine: build the sdist
-# and, from it, a wheel (python -m build); check what both hold; install the wheel
-# into a fresh virtualenv from a local wheelhouse only (--no-index); run the test
-# suite from a directory outside the checkout, so that it imports the installed
-# wheel; then build the sdist without extensions and check that the suite rejects
-# that build when compiled twins are expected. Ends with a one-line verdict.
+# and, from it, a wheel (python -m build); check what both hold (LICENSE, the
+# metadata's version, dependencies and extras); install the wheel alone, without
+# extras, and check that the core works with its two hard dependencies; install it
+# with its test extra into a fresh virtualenv from a local wheelhouse only
+# (--no-index); run the test suite from a directory outside the checkout, so that
+# it imports the installed wheel; then build the sdist without extensions and
+# check that the suite rejects that build when compiled twins are expected. Ends
+# with a one-line verdict.
 #
 # Needs network access to PyPI (build requirements and the wheelhouse), not to
 # anything else. PYTHON picks the interpreter (default python3);
@@ -62,6 +65,8 @@ step="inspect sdist and wheel"
 # Expected contents follow the checkout: every .pyx is a compiled module that must
 # be in the wheel next to its source; every .pxd, .pxi and .h file ships too.
 "$tools" - "$repo" "$sdist" "$wheel" <<'PY'
+import email
+import re
 import sys
 import tarfile
 import zipfile
@@ -71,12 +76,23 @@ repo, sdist, wheel = (Path(arg) for arg in sys.argv[1:])
 package = repo / "src" / "loopcore"
 pyx = sorted(p.name for p in package.glob("*.pyx"))
 sources = sorted(p.name for p in package.iterdir() if p.suffix in {".pyx", ".pxd", ".pxi", ".h"})
+license_text = (repo / "LICENSE").read_bytes()
+# The version is written once, in _version.py; the file names and metadata carry it.
+found = re.search(r'^__version__ = "([^"]+)"$', (package / "_version.py").read_text(), re.M)
+version = found.group(1) if found else "?"
+dist_info = f"loopcore-{version}.dist-info"
 problems = []
 
 with zipfile.ZipFile(wheel) as zf:
     names = zf.namelist()
+    wheel_license = zf.read(f"{dist_info}/licenses/LICENSE") if (
+        f"{dist_info}/licenses/LICENSE" in names
+    ) else None
+    metadata = zf.read(f"{dist_info}/METADATA") if f"{dist_info}/METADATA" in names else b""
 if wheel.name.endswith("-none-any.whl"):
     problems.append(f"{wheel.name} is a pure wheel")
+if not wheel.name.startswith(f"loopcore-{version}-"):
+    problems.append(f"{wheel.name} is not version {version} (src/loopcore/_version.py)")
 for name in pyx:
     stem = name.removesuffix(".pyx")
     if not any(
@@ -88,23 +104,58 @@ problems += [f"wheel holds generated C {n}" for n in names if n.endswith((".c", 
 problems += [f"wheel holds test file {n}" for n in names if "tests/" in n or "/test_" in n]
 if "loopcore/py.typed" not in names:
     problems.append("wheel lacks loopcore/py.typed")
+if wheel_license is None:
+    problems.append(f"wheel lacks {dist_info}/licenses/LICENSE")
+elif wheel_license != license_text:
+    problems.append("the wheel's LICENSE differs from the checkout's")
+
+meta = email.message_from_bytes(metadata)
+if meta["Version"] != version:
+    problems.append(f"wheel METADATA: Version {meta['Version']}, expected {version}")
+if meta["License-Expression"] != "MIT" or "LICENSE" not in (meta.get_all("License-File") or []):
+    problems.append("wheel METADATA: expected License-Expression: MIT and License-File: LICENSE")
+# Hard dependencies: only what the per-call path needs; the rest are extras.
+hard = sorted(
+    re.match(r"[A-Za-z0-9._-]+", req).group(0).lower()
+    for req in meta.get_all("Requires-Dist") or []
+    if "extra ==" not in req
+)
+if hard != ["json5", "xxhash"]:
+    problems.append(f"wheel METADATA: hard dependencies {hard}, expected json5 and xxhash only")
+extras = set(meta.get_all("Provides-Extra") or [])
+for extra in ("cli", "plot", "prometheus", "redis", "docs", "test", "bench", "dev"):
+    if extra not in extras:
+        problems.append(f"wheel METADATA: no [{extra}] extra")
 
 with tarfile.open(sdist) as tf:
-    members = [m.split("/", 1)[1] for m in tf.getnames() if "/" in m]
+    top = f"loopcore-{version}"
+    members = [m.split("/", 1)[1] for m in tf.getnames() if m.startswith(f"{top}/")]
+    held = tf.extractfile(f"{top}/LICENSE") if "LICENSE" in members else None
+    sdist_license = held.read() if held is not None else None
 problems += [f"sdist lacks src/loopcore/{s}" for s in sources if f"src/loopcore/{s}" not in members]
 problems += [f"sdist holds generated C {m}" for m in members if m.endswith((".c", ".cpp"))]
-problems += [f"sdist lacks {f}" for f in ("setup.py", "pyproject.toml") if f not in members]
+problems += [
+    f"sdist lacks {f}"
+    for f in ("setup.py", "pyproject.toml", "LICENSE", "README.md", "mkdocs.yml", "docs/index.md")
+    if f not in members
+]
+if sdist_license is not None and sdist_license != license_text:
+    problems.append("the sdist's LICENSE differs from the checkout's")
 
 for problem in problems:
     print(f"check-wheel: {problem}")
 if problems:
     sys.exit(1)
-print(f"check-wheel: {wheel.name}: {len(pyx)} compiled modules, {len(sources)} Cython sources")
+print(
+    f"check-wheel: {wheel.name}: {len(pyx)} compiled modules, {len(sources)} Cython sources,"
+    f" LICENSE, hard dependencies {', '.join(hard)}"
+)
 PY
 
 step="wheelhouse"
-# The test requirements are the ones cibuildwheel installs next to the wheel.
-mapfile -t test_requires < <("$tools" - "$repo/pyproject.toml" <<'PY'
+# The wheel with its test extra, as cibuildwheel installs it ([tool.cibuildwheel]
+# test-extras); the extra's own dependencies (numpy, prometheus_client ...) come along.
+mapfile -t test_extras < <("$tools" - "$repo/pyproject.toml" <<'PY'
 import sys
 
 try:
@@ -113,25 +164,65 @@ except ImportError:  # Python 3.10: build depends on tomli there
     import tomli as tomllib
 
 with open(sys.argv[1], "rb") as f:
-    print("\n".join(tomllib.load(f)["tool"]["cibuildwheel"]["test-requires"]))
+    print("\n".join(tomllib.load(f)["tool"]["cibuildwheel"]["test-extras"]))
 PY
 )
-if ((${#test_requires[@]} == 0)); then
-    echo "check-wheel: no [tool.cibuildwheel] test-requires in pyproject.toml"
+if ((${#test_extras[@]} == 0)); then
+    echo "check-wheel: no [tool.cibuildwheel] test-extras in pyproject.toml"
     exit 1
 fi
+extras=$(IFS=,; echo "${test_extras[*]}")
 logged wheelhouse "$tools" -m pip download --only-binary=:all: --dest "$work/wheelhouse" \
-    "$wheel" "${test_requires[@]}"
+    "$wheel[$extras]"
+
+step="the wheel alone, without extras (--no-index)"
+# Hard dependencies only: the guard works, `loopcore demo` runs, nothing heavy loads.
+"$python" -m venv "$work/bare"
+bare="$work/bare/bin/python"
+logged bare-install "${offline_pip[@]}" "$bare" -m pip install --no-index --only-binary=:all: \
+    --find-links "$work/wheelhouse" "$wheel"
+mkdir "$work/bare-run"
+(
+    cd "$work/bare-run"
+    logged bare-import "${clean_env[@]}" "$bare" -c '
+import sys
+import loopcore
+guard = loopcore.ToolLoopGuard({"enabled": True})
+for _ in range(21):
+    decision = guard.before_call("read", {"path": "a"})
+    if decision.blocked:
+        break
+    guard.after_call("read", {"path": "a"}, result="same")
+assert decision.blocked, decision
+heavy = [m for m in ("numpy", "tqdm", "matplotlib", "prometheus_client", "redis") if m in sys.modules]
+assert not heavy, heavy
+assert loopcore.IMPLEMENTATION == "cython", loopcore.IMPLEMENTATION
+'
+    logged bare-demo "${clean_env[@]}" "$work/bare/bin/loopcore" demo --no-color
+    # Without numpy, `loopcore replay` is a one-line usage error pointing at the cli extra.
+    rc=0
+    "${clean_env[@]}" "$work/bare/bin/loopcore" replay --enable "$repo/examples/stuck-session.jsonl" \
+        >"$work/log/bare-replay.out" 2>"$work/log/bare-replay.err" || rc=$?
+    if ((rc != 2)) || [[ $(wc -l <"$work/log/bare-replay.err") -ne 1 ]] ||
+        ! grep -qF "pip install 'loopcore[cli]'" "$work/log/bare-replay.err"; then
+        cat "$work/log/bare-replay.err"
+        echo "check-wheel: without numpy, loopcore replay exited $rc, expected 2 and one line" \
+            "naming pip install 'loopcore[cli]'"
+        exit 1
+    fi
+)
 
 step="install into a fresh venv (--no-index)"
 "$python" -m venv "$work/venv"
 venv="$work/venv/bin/python"
 logged install "${offline_pip[@]}" "$venv" -m pip install --no-index --only-binary=:all: \
-    --find-links "$work/wheelhouse" "$wheel" "${test_requires[@]}"
+    --find-links "$work/wheelhouse" "$wheel[$extras]"
 
 step="tests against the installed wheel"
 mkdir "$work/run"
-cp -R "$repo/tests" "$repo/fuzz" "$repo/pyproject.toml" "$work/run/"
+# README.md, docs/ and mkdocs.yml for tests/test_readme.py; LICENSE for tests/test_packaging.py.
+cp -R "$repo/tests" "$repo/fuzz" "$repo/pyproject.toml" "$repo/README.md" "$repo/docs" \
+    "$repo/mkdocs.yml" "$repo/LICENSE" "$work/run/"
 find "$work/run" -name __pycache__ -prune -exec rm -rf {} +
 cd "$work/run"
 location=$("${clean_env[@]}" "$venv" -c \
@@ -174,5 +265,6 @@ if ((rc != 1)) || ! grep -q "FAILED $guard" "$work/log/guard.log"; then
     exit 1
 fi
 
-echo "check-wheel: PASS $(basename "$wheel") ($summary against the installed wheel;" \
-    "pure-Python sdist build installs and is caught by $guard) in $((SECONDS - started)) s"
+echo "check-wheel: PASS $(basename "$wheel") (LICENSE and metadata checked; bare install works;" \
+    "$summary against the installed wheel; pure-Python sdist build installs and is caught by" \
+    "$guard) in $((SECONDS - started)) s"
