@@ -13,6 +13,7 @@ import pytest
 
 import loopcore
 from loopcore import UNSET
+from loopcore._percall_py import UNSCOPED
 
 from .conftest import EXTENSIONS_DISABLED, EXTENSIONS_EXPECTED, compiled_present
 
@@ -25,16 +26,18 @@ POS = P.POSITIONAL_OR_KEYWORD
 EMPTY = P.empty
 
 SCOPE = [("session", KW, None), ("run_id", KW, None)]
-# record_outcome and after_call take the same arguments.
-OUTCOME = [
+# A guard's scope keywords default to the active scope() (SPEC §9.2).
+ACTIVE = [("session", KW, UNSCOPED), ("run_id", KW, UNSCOPED)]
+# record_outcome and after_call take the same arguments (and a validation flag).
+OUTCOME_ARGS = [
     ("self", POS, EMPTY),
     ("tool_name", POS, EMPTY),
     ("args", POS, EMPTY),
     ("result", KW, UNSET),
     ("error", KW, UNSET),
     ("tool_call_id", KW, None),
-    *SCOPE,
 ]
+OUTCOME = [*OUTCOME_ARGS, *SCOPE, ("validation_failure", KW, False)]
 
 # (callable, [(name, kind, default), ...]) exactly as issue 2's table gives them.
 SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
@@ -90,6 +93,7 @@ SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
             ("on_event", KW, None),
             ("max_scopes", KW, 100_000),
             ("store", KW, None),
+            ("mode", KW, None),
         ],
     ),
     (
@@ -99,15 +103,15 @@ SIGNATURES: list[tuple[Callable[..., Any], list[tuple[str, Any, Any]]]] = [
             ("tool_name", POS, EMPTY),
             ("args", POS, EMPTY),
             ("tool_call_id", KW, None),
-            *SCOPE,
+            *ACTIVE,
         ],
     ),
     (
         loopcore.ToolLoopGuard.after_call,
-        OUTCOME,
+        [*OUTCOME_ARGS, *ACTIVE],
     ),
-    (loopcore.ToolLoopGuard.arm_post_compaction, [("self", POS, EMPTY), *SCOPE]),
-    (loopcore.ToolLoopGuard.end_run, [("self", POS, EMPTY), *SCOPE]),
+    (loopcore.ToolLoopGuard.arm_post_compaction, [("self", POS, EMPTY), *ACTIVE]),
+    (loopcore.ToolLoopGuard.end_run, [("self", POS, EMPTY), *ACTIVE]),
     (loopcore.ToolLoopGuard.end_session, [("self", POS, EMPTY), ("session", POS, EMPTY)]),
     (loopcore.ToolLoopGuard.wrap, [("self", POS, EMPTY), ("fn", POS, None), ("name", KW, None)]),
     (
@@ -178,13 +182,24 @@ def test_per_call_methods_of_instances_keep_the_signatures(
                 "timestamp",
                 "result_hash",
                 "unknown_tool_name",
+                "outcome_kind",
+                "failure_identity_hash",
+                "no_progress",
             ],
         ),
         (
             loopcore.Verdict,
-            ["stuck", "level", "detector", "count", "message", "paired_tool_name", "warning_key"],
+            [
+                "stuck",
+                "level",
+                "detector",
+                "count",
+                "message",
+                "paired_tool_name",
+                "warning_key",
+                "liveness_signal",
+            ],
         ),
-        (loopcore.Decision, ["blocked", "reason", "verdict", "warning"]),
         (
             loopcore.LoopEvent,
             [
@@ -197,6 +212,9 @@ def test_per_call_methods_of_instances_keep_the_signatures(
                 "count",
                 "message",
                 "paired_tool_name",
+                "terminal",
+                "tool_call_id",
+                "shadow",
             ],
         ),
         (
@@ -222,16 +240,43 @@ def test_per_call_methods_of_instances_keep_the_signatures(
                 "global_circuit_breaker_threshold",
                 "detectors",
                 "post_compaction_guard",
+                "turn_limit",
+                "max_consecutive_error_batches",
+                "max_idle_repeat_calls",
+                "mode",
             ],
         ),
-        (loopcore.DetectorSwitches, ["generic_repeat", "known_poll_no_progress", "ping_pong"]),
+        (
+            loopcore.DetectorSwitches,
+            ["generic_repeat", "known_poll_no_progress", "ping_pong", "argument_churn"],
+        ),
         (loopcore.PostCompactionGuardConfig, ["window_size"]),
     ],
 )
 def test_record_types_have_the_contract_fields(cls: type, fields: list[str]) -> None:
     import dataclasses
 
-    assert [f.name for f in dataclasses.fields(cls)] == fields
+    if dataclasses.is_dataclass(cls):
+        assert [f.name for f in dataclasses.fields(cls)] == fields
+    else:  # a NamedTuple (cheap to build on the per-call path)
+        assert list(cls._fields) == fields  # type: ignore[attr-defined]
+
+
+def test_decision_has_the_contract_fields() -> None:
+    assert list(loopcore.Decision._fields) == [
+        "blocked",
+        "reason",
+        "verdict",
+        "warning",
+        "terminal",
+        "result_text",
+        "model_note",
+        "liveness_signal",
+        "would_block",
+        "tool_name",
+        "tool_call_id",
+        "args_hash",
+    ]
 
 
 def test_every_public_name_is_exported() -> None:

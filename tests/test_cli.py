@@ -22,7 +22,11 @@ def test_demo_shows_warning_block_and_compaction_abort(capsys: pytest.CaptureFix
     assert "post-compaction guard armed for 3 attempts" in out
     assert "run aborted:" in out
     assert "compaction_loop_persisted" in out
-    assert "2 warning, 2 block, 1 guard_armed, 1 compaction_abort" in out
+    # Recover once: each stuck run is blocked once, goes on, and ends on the second critical.
+    assert out.count("(the model gets the block as the tool's result; the run goes on)") == 2
+    assert out.count("run ends: Stopped this run because tool-loop recovery") == 2
+    assert "the model reads the result with: [System note: Tool-loop warning after 10" in out
+    assert "2 warning, 4 block, 1 guard_armed, 1 compaction_abort" in out
 
 
 def test_module_entry_point_runs_the_demo() -> None:
@@ -115,3 +119,33 @@ def test_replay_help_gives_the_line_limit_the_readers_use(
         main(["replay", "--help"])
     assert exit_info.value.code == 0
     assert "--max-line-bytes N" in capsys.readouterr().out
+
+
+def test_version_is_printed_by_the_console_script() -> None:
+    import loopcore
+
+    for argv in (["--version"], ["replay", "--version"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "loopcore", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, f"loopcore {loopcore.__version__}\n")
+
+
+def test_replay_without_numpy_names_the_extra() -> None:
+    # As if the cli extra were not installed: importing numpy fails.
+    code = (
+        "import sys; sys.modules['numpy'] = None; "
+        "from loopcore.cli import main; sys.exit(main(['replay', 'trace.jsonl']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "loopcore replay: needs numpy, which comes with the cli extra: "
+        "pip install 'loopcore[cli]'\n"
+    )

@@ -234,19 +234,20 @@ def test_record_outcome_respects_tool_call_id() -> None:
     assert history[0].result_hash == hash_outcome("read", {"p": 1}, result="for-c1")[0]
     assert history[1].result_hash is None
 
-    # An id matching no pending record appends, leaving c2 pending.
+    # SPEC §9.1 (c): an id no pending record carries fills the newest pending
+    # record of the same call (the host rewrote the id), keeping its id.
     other = det.record_outcome("read", {"p": 1}, result="x", tool_call_id="c3")
     history = det.history()
-    assert len(history) == 3
-    assert history[1].result_hash is None
-    assert history[2].tool_call_id == "c3"
-    assert fields(other) == fields(history[2])
+    assert len(history) == 2
+    assert history[1].tool_call_id == "c2"
+    assert history[1].result_hash == hash_outcome("read", {"p": 1}, result="x")[0]
+    assert fields(other) == fields(history[1])
 
-    # Without an id, any pending record of the same call matches.
+    # With nothing pending, an outcome is appended as a record of its own.
     det.record_outcome("read", {"p": 1}, result="y")
     history = det.history()
     assert len(history) == 3
-    assert history[1].result_hash == hash_outcome("read", {"p": 1}, result="y")[0]
+    assert history[2].result_hash == hash_outcome("read", {"p": 1}, result="y")[0]
 
 
 def test_record_outcome_with_same_id_but_other_args_appends() -> None:
@@ -273,10 +274,24 @@ def test_record_outcome_appended_record_carries_scope_and_error() -> None:
     assert [fields(r) for r in det.history(session="s", run_id="r")] == [fields(record)]
 
 
+def test_record_outcome_records_a_loop_veto() -> None:
+    # SPEC §8.1: a veto fills the pending call (no result hash), else it is appended.
+    det = make()
+    det.record_call("read", {"p": 1})
+    veto = det.record_outcome("read", {"p": 1}, result=LOOP_VETO)
+    assert veto is not None
+    assert (veto.result_hash, veto.outcome_kind) == (None, "tool-loop-veto")
+    assert veto.complete
+    det.record_outcome("other", {"p": 1}, result=LOOP_VETO, tool_call_id="v1")
+    again = det.record_outcome("other", {"p": 1}, result=LOOP_VETO, tool_call_id="v1")
+    assert again is not None and again.tool_call_id == "v1"
+    assert [r.outcome_kind for r in det.history()] == ["tool-loop-veto"] * 2  # idempotent
+
+
 @pytest.mark.parametrize(
     "outcome",
-    [{}, {"result": LOOP_VETO}, {"error": None}],
-    ids=["nothing", "loop-veto", "error-none"],
+    [{}, {"error": None}],
+    ids=["nothing", "error-none"],
 )
 def test_record_outcome_without_hash_records_nothing(outcome: dict) -> None:
     det = make()
@@ -500,8 +515,9 @@ def test_generic_streak_skips_records_without_results() -> None:
     det = make()
     repeat(det, 2, READ_A)
     det.record_call(READ_A[0], READ_A[1], "pending")
-    # Appended with another id, so the pending record stays pending.
+    # Later calls complete under their own ids, so the pending record stays pending.
     for i in range(3):
+        det.record_call(READ_A[0], READ_A[1], f"later-{i}")
         det.record_outcome(READ_A[0], READ_A[1], result="same", tool_call_id=f"later-{i}")
     assert [r.result_hash is None for r in det.history()] == [False, False, True] + [False] * 3
     assert_verdict(check(det, READ_A), "critical", "generic_repeat", 5, "read")
@@ -607,6 +623,7 @@ def test_known_poll_skips_records_without_results() -> None:
     det = make()
     repeat(det, 2, STATUS)
     det.record_call(STATUS[0], STATUS[1], "pending")
+    det.record_call(STATUS[0], STATUS[1], "other")
     det.record_outcome(STATUS[0], STATUS[1], result="same", tool_call_id="other")
     assert det.history()[2].result_hash is None
     assert_verdict(check(det, STATUS), "warning", "known_poll_no_progress", 3, "command_status")
@@ -1171,6 +1188,8 @@ class RefRecord:
     tcid: str | None
     result: int | None = None
     unknown: str | None = None
+    no_progress: bool = False
+    veto: bool = False
 
 
 class RefHistory:
@@ -1189,24 +1208,77 @@ class RefHistory:
         self._append(RefRecord(tool, h, tcid))
 
     def record_outcome(
-        self, tool: str, h: int, tcid: str | None, result: int | None, unknown: str | None
+        self,
+        tool: str,
+        h: int,
+        tcid: str | None,
+        result: int | None,
+        unknown: str | None,
+        no_progress: bool = False,
+        veto: bool = False,
     ) -> RefRecord | None:
-        if result is None:
+        if result is None and not veto:
             return None
-        for record in reversed(self.records):
-            if (
-                record.tool == tool
-                and record.h == h
-                and record.result is None
-                and (tcid is None or record.tcid == tcid)
+        if veto and tcid is not None:
+            for record in self.records:  # SPEC §8.1: a veto is recorded once per call id
+                if record.veto and record.tcid == tcid:
+                    return record
+        same = [r for r in reversed(self.records) if r.tool == tool and r.h == h]
+        if tcid is not None:
+            # SPEC §12.7: an outcome already recorded under this id is not recorded again.
+            for record in same:
+                if record.result is not None and record.tcid == tcid and not veto:
+                    return record
+        pending = [r for r in same if r.result is None and not r.veto]
+        # SPEC §9.1: (a) the same id, (b) no id, (c) any id unless another call has this one.
+        choice = None
+        if tcid is not None:
+            choice = next((r for r in pending if r.tcid == tcid), None)
+            if choice is None:
+                choice = next((r for r in pending if r.tcid is None), None)
+            if choice is None and any(
+                r.tcid == tcid and r.result is None and not r.veto for r in self.records
             ):
-                record.result, record.unknown = result, unknown
-                return record
-        return self._append(RefRecord(tool, h, tcid, result, unknown))
+                pending = []
+        if choice is None and pending:
+            choice = pending[0]
+        if choice is None:
+            return self._append(RefRecord(tool, h, tcid, result, unknown, no_progress, veto))
+        if choice.tcid is None:
+            choice.tcid = tcid
+        choice.result, choice.unknown, choice.no_progress = result, unknown, no_progress
+        choice.veto = veto
+        return choice
+
+
+def reference_churn(records: list[RefRecord], tool: str, h: int) -> int:
+    """SPEC §8.3's churn count, straight from the text."""
+    variants: dict[int, list[Any]] = {}
+    for record in reversed(records):
+        if record.tool != tool:
+            break
+        if record.result is None:
+            continue
+        if not record.no_progress:
+            break
+        if record.h not in variants:
+            variants[record.h] = [record.result, 0]
+        if variants[record.h][0] != record.result:
+            break
+        variants[record.h][1] += 1
+    stable = {k for k, (_, n) in variants.items() if n >= 3}
+    if (
+        len(stable) >= 2
+        and stable == set(variants)
+        and len({r for r, _ in variants.values()}) == 1
+        and h in stable
+    ):
+        return sum(n for _, n in variants.values())
+    return 0
 
 
 def is_known_poll(tool: str, args: Any) -> bool:
-    if tool == "command_status":
+    if tool in ("command_status", "wait"):
         return True
     return tool == "process" and isinstance(args, Mapping) and args.get("action") in ("poll", "log")
 
@@ -1221,6 +1293,8 @@ def reference_verdict(
 
     unknown_streak, name = 0, None
     for record in reversed(records):
+        if record.veto:
+            continue  # SPEC §8.1: vetoes are skipped, not breaking
         if record.tool != tool or record.unknown is None:
             break
         if name is None:
@@ -1229,12 +1303,20 @@ def reference_verdict(
             break
         unknown_streak += 1
 
-    results = [r.result for r in records if r.h == h and r.result is not None]
-    streak = 0
-    for result in reversed(results):
-        if result != results[-1]:
-            break
-        streak += 1
+    # SPEC §8.1: each equal result carries the vetoes newer than it.
+    streak, pending, reference = 0, 0, None
+    for record in reversed(records):
+        if record.h != h or record.tool != tool:
+            continue
+        if record.veto:
+            pending += 1
+        elif record.result is not None:
+            if reference is not None and record.result != reference:
+                break
+            reference = record.result
+            streak, pending = streak + pending + 1, 0
+    if reference is None:
+        streak = pending
 
     recent = sum(1 for r in records if r.h == h)
 
@@ -1251,8 +1333,9 @@ def reference_verdict(
             if len(tail) >= 2 and h == b:
                 pp_active = True
                 pp_count = len(tail) + 1
-                a_side = [r.result for r in tail[0::2]]
-                b_side = [r.result for r in tail[1::2]]
+                # SPEC §12.4: vetoes take part by hash and are neutral for progress.
+                a_side = [r.result for r in tail[0::2] if not r.veto]
+                b_side = [r.result for r in tail[1::2] if not r.veto]
                 pp_no_progress = (
                     all(x is not None for x in a_side + b_side)
                     and len(set(a_side)) == 1
@@ -1260,6 +1343,7 @@ def reference_verdict(
                 )
 
     poll = is_known_poll(tool, args)
+    churn = reference_churn(records, tool, h)
     switches = config.detectors
     warn, crit = config.warning_threshold, config.critical_threshold
     rows = [
@@ -1277,6 +1361,8 @@ def reference_verdict(
          "warning", "ping_pong", pp_count),
         (not poll and switches.generic_repeat and streak >= crit,
          "critical", "generic_repeat", streak),
+        (switches.argument_churn and churn >= warn,
+         "warning", "argument_churn", churn),
         (not poll and switches.generic_repeat and recent >= warn,
          "warning", "generic_repeat", recent),
     ]  # fmt: skip
@@ -1302,6 +1388,7 @@ def model_case(draw: st.DrawFn) -> tuple[LoopDetector, list[tuple[str, Any]], li
             generic_repeat=draw(st.booleans()),
             known_poll_no_progress=draw(st.booleans()),
             ping_pong=draw(st.booleans()),
+            argument_churn=draw(st.booleans()),
         ),
     )
     # A few keys per example so repeats, streaks and alternations actually happen.
@@ -1333,7 +1420,13 @@ def test_check_matches_reference_model(case: tuple) -> None:
     def outcome(tool: str, args: Any, tcid: Any, scope_index: int, spec: dict) -> None:
         result_hash, unknown = hash_outcome(tool, args, **spec)
         expected = refs[scope_index].record_outcome(
-            tool, hash_call(tool, args), tcid, result_hash, unknown
+            tool,
+            hash_call(tool, args),
+            tcid,
+            result_hash,
+            unknown,
+            "error" in spec,
+            spec.get("result") is LOOP_VETO,
         )
         got = det.record_outcome(tool, args, tool_call_id=tcid, **SCOPES[scope_index], **spec)
         if expected is None:

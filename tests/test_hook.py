@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+import loopcore
+
 from loopcore import (
     CallRecord,
     CompactionLoopPersisted,
@@ -28,7 +30,7 @@ from .conftest import loopcore_records
 pytestmark = pytest.mark.usefixtures("twin")
 
 # Every field an event carries is checked for leaked secrets, including future ones.
-EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(LoopEvent))
+EVENT_FIELDS = LoopEvent._fields
 
 
 def small_config(**overrides: Any) -> LoopDetectionConfig:
@@ -108,12 +110,14 @@ def test_not_stuck_calls_are_recorded() -> None:
     assert guard.detector.history() == []
 
 
-def test_after_call_records_outcome_and_returns_record() -> None:
+def test_after_call_records_outcome_and_returns_the_result() -> None:
     guard, _ = make_guard()
     args = {"path": "a.txt"}
     result = {"content": [{"type": "text", "text": "hello"}]}
     guard.before_call("read", args, tool_call_id="c1", session="s")
-    record = guard.after_call("read", args, result=result, tool_call_id="c1", session="s")
+    shown = guard.after_call("read", args, result=result, tool_call_id="c1", session="s")
+    assert shown is result  # no warning pending: the very same object (SPEC §12.5)
+    [record] = guard.detector.history(session="s")
     assert isinstance(record, CallRecord)
     assert record.tool_name == "read"
     assert record.tool_call_id == "c1"
@@ -136,8 +140,9 @@ def test_after_call_error_outcome_is_recorded() -> None:
     guard, _ = make_guard()
     args = {"name": "zap"}
     guard.before_call("invoke", args)
-    record = guard.after_call("invoke", args, error=RuntimeError("Unknown tool: Zap"))
-    assert record is not None
+    assert guard.after_call("invoke", args, error=RuntimeError("Unknown tool: Zap")) is None
+    [record] = guard.detector.history()
+    assert record.no_progress is True  # every error proves nothing changed (SPEC §8.0)
     assert record.unknown_tool_name == "zap"
     assert (
         record.result_hash
@@ -277,7 +282,10 @@ def test_critical_blocks_and_is_not_recorded(caplog: pytest.LogCaptureFixture) -
     assert decision.reason.startswith("CRITICAL:")
     assert "identical outcomes" in decision.reason
     assert decision.warning is None
-    assert len(guard.detector.history(session="s", run_id="r")) == 5
+    # The blocked call is recorded as a loop veto (SPEC §8.1).
+    history = guard.detector.history(session="s", run_id="r")
+    assert len(history) == 6
+    assert history[-1].outcome_kind == "tool-loop-veto"
 
     errors = loopcore_records(caplog, logging.ERROR)
     assert len(errors) == 1
@@ -295,18 +303,21 @@ def test_block_is_sticky_until_the_call_changes(caplog: pytest.LogCaptureFixture
     guard, events = make_guard()
     assert _drive_to_block(guard).blocked is True
     caplog.clear()
-    for _ in range(3):
+    expected = [("generic_repeat", 6), ("generic_repeat", 7), ("global_circuit_breaker", 8)]
+    for detector, count in expected:
         retry = guard.before_call("read", {"path": "/tmp/a"})
         assert retry.blocked is True
-        assert retry.verdict.detector == "generic_repeat"
-    # Every blocked attempt is logged and reported.
-    assert len(loopcore_records(caplog, logging.ERROR)) == 3
+        assert retry.terminal is True  # the second critical of the run (SPEC §8.2)
+        # Each veto counts: the streak grows until the breaker (8 here) takes over.
+        assert (retry.verdict.detector, retry.verdict.count) == (detector, count)
+    # Every blocked attempt is reported; the log keeps the 2nd and 4th (storm control).
+    assert len(loopcore_records(caplog, logging.ERROR)) == 2
     assert len(kinds(events, "block")) == 4
-    assert len(guard.detector.history()) == 5
+    assert len(guard.detector.history()) == 9
 
     different = call(guard, "read", {"path": "/tmp/b"}, "other")
     assert different.blocked is False
-    assert len(guard.detector.history()) == 6
+    assert len(guard.detector.history()) == 10
     # Two unrelated calls (one alone would read as a ping-pong pair, which ranks
     # above the generic critical) do not lift the block on the looping call.
     assert call(guard, "list", {"dir": "/tmp"}, "listing").blocked is False
@@ -328,7 +339,8 @@ def test_arm_post_compaction_emits_event_and_info(caplog: pytest.LogCaptureFixtu
     caplog.clear()
     guard.arm_post_compaction(session="s", run_id="r")
     infos = [r.getMessage() for r in loopcore_records(caplog, logging.INFO)]
-    assert infos == ["post-compaction guard armed for 3 attempts"]
+    # The line names its scope (SPEC §9.3, §12.2).
+    assert infos == ["post-compaction guard armed for 3 attempts [session=s run_id=r]"]
     [armed] = events
     assert armed.kind == "guard_armed"
     assert armed.session == "s"
@@ -401,8 +413,9 @@ def test_post_compaction_counts_outcomes_that_record_nothing() -> None:
     guard, _ = make_guard(None)
     vetoed = {"details": {"status": "blocked", "deniedReason": "tool-loop"}}
     guard.arm_post_compaction()
-    assert guard.after_call("exec", {"cmd": "ls"}, result=vetoed) is None
-    assert guard.after_call("exec", {"cmd": "ls"}, result=vetoed) is None
+    # after_call hands back the result it was given (nothing to annotate).
+    assert guard.after_call("exec", {"cmd": "ls"}, result=vetoed) is vetoed
+    assert guard.after_call("exec", {"cmd": "ls"}, result=vetoed) is vetoed
     with pytest.raises(CompactionLoopPersisted):
         guard.after_call("exec", {"cmd": "ls"}, result=vetoed)
 
@@ -643,17 +656,22 @@ def test_wrap_sync_blocked_call_does_not_run() -> None:
         ran.append(1)
         return "pending"
 
-    for _ in range(5):
-        assert status("j1") == "pending"
+    shown = [status("j1") for _ in range(5)]
+    # The warned call (the 4th: 3 earlier identical calls) returns with the model's note.
+    note = "[System note: Tool-loop warning after 3 repeated calls."
+    assert [s.startswith("pending\n\n" + note) for s in shown] == [False] * 3 + [True, False]
+    assert [s for i, s in enumerate(shown) if i != 3] == ["pending"] * 4
     with pytest.raises(ToolLoopBlocked) as info:
         status("j1")
     assert len(ran) == 5
     exc = info.value
     assert isinstance(exc, Exception)
+    assert not isinstance(exc, loopcore.ToolLoopRunTerminated)  # the first critical
     assert exc.verdict.level == "critical"
     assert exc.verdict.detector == "generic_repeat"
     assert exc.reason == exc.verdict.message
-    assert len(guard.detector.history()) == 5
+    assert exc.result_text.startswith(exc.reason + "\n\nDo not repeat this exact tool action.")
+    assert len(guard.detector.history()) == 6
     assert len(kinds(events, "block")) == 1
 
 
@@ -772,12 +790,18 @@ def test_scope_context_manager_routes_wrapped_calls() -> None:
     assert all(r.session == "s" for r in guard.detector.history(session="s", run_id="r"))
 
 
-def test_explicit_calls_ignore_the_ambient_scope() -> None:
+def test_calls_without_scope_keywords_use_the_active_scope() -> None:
+    # SPEC §9.2: a keyword left out is the active scope()'s; one given (None too) wins.
     guard, _ = make_guard()
     with guard.scope(session="s", run_id="r"):
         guard.before_call("read", {"path": "a"})
-    assert len(guard.detector.history()) == 1
-    assert guard.detector.history(session="s", run_id="r") == []
+        guard.before_call("read", {"path": "b"}, session=None, run_id=None)
+        guard.before_call("read", {"path": "c"}, run_id="other")
+    assert [r.args_hash for r in guard.detector.history(session="s", run_id="r")] == [
+        hash_call("read", {"path": "a"})
+    ]
+    assert [r.args_hash for r in guard.detector.history()] == [hash_call("read", {"path": "b"})]
+    assert len(guard.detector.history(session="s", run_id="other")) == 1
 
 
 @pytest.mark.asyncio
@@ -809,7 +833,8 @@ async def test_concurrent_tasks_keep_separate_histories() -> None:
     results = await asyncio.gather(worker("loop", 8), worker("a", 4), worker("b", 4))
     assert results == [3, 0, 0]
     assert body_runs == {"loop": 5, "a": 4, "b": 4}
-    assert len(guard.detector.history(session="agent", run_id="loop")) == 5
+    # Five calls that ran and three loop vetoes (SPEC §8.1).
+    assert len(guard.detector.history(session="agent", run_id="loop")) == 8
     assert len(guard.detector.history(session="agent", run_id="a")) == 4
     assert len(guard.detector.history(session="agent", run_id="b")) == 4
     assert guard.detector.history() == []

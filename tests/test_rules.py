@@ -26,7 +26,7 @@ def configs(draw: st.DrawFn) -> LoopDetectionConfig:
     warning = draw(st.integers(1, 12))
     critical = draw(st.integers(1, 25))
     breaker = draw(st.integers(1, 35))
-    switches = draw(st.tuples(st.booleans(), st.booleans(), st.booleans()))
+    switches = draw(st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()))
     return LoopDetectionConfig.from_mapping(
         {
             "enabled": True,
@@ -35,7 +35,11 @@ def configs(draw: st.DrawFn) -> LoopDetectionConfig:
             "globalCircuitBreakerThreshold": breaker,
             "unknownToolThreshold": draw(st.integers(1, 12)),
             "detectors": dict(
-                zip(["genericRepeat", "knownPollNoProgress", "pingPong"], switches, strict=True)
+                zip(
+                    ["genericRepeat", "knownPollNoProgress", "pingPong", "argumentChurn"],
+                    switches,
+                    strict=True,
+                )
             ),
         }
     )
@@ -54,25 +58,29 @@ def scans(draw: st.DrawFn) -> tuple[ScanStats, bool]:
         paired_tool="read" if pingpong else None,
         paired_hash=draw(st.integers(0, 2**64 - 1)),
         pingpong_no_progress=bool(pingpong) and draw(st.booleans()),
+        churn=draw(st.sampled_from([0, 0, draw(st.integers(6, 40))])),
+        churn_variants=2,
     )
-    return stats, draw(st.booleans())
+    return stats, draw(st.booleans()), draw(st.sampled_from(["read", "wait"]))
 
 
 @given(config=configs(), cases=st.lists(scans(), min_size=1, max_size=20))
 def test_scalar_and_vectorised_paths_read_the_same_rows(
-    config: LoopDetectionConfig, cases: list[tuple[ScanStats, bool]]
+    config: LoopDetectionConfig, cases: list[tuple[ScanStats, bool, str]]
 ) -> None:
     columns = SimpleNamespace(
-        recent=np.array([s.recent for s, _ in cases], np.int32),
-        streak=np.array([s.streak for s, _ in cases], np.int32),
-        unknown_streak=np.array([s.unknown_streak for s, _ in cases], np.int32),
-        pingpong=np.array([s.pingpong for s, _ in cases], np.int32),
-        pingpong_no_progress=np.array([s.pingpong_no_progress for s, _ in cases]),
-        known_poll=np.array([poll for _, poll in cases]),
+        recent=np.array([s.recent for s, _, _ in cases], np.int32),
+        streak=np.array([s.streak for s, _, _ in cases], np.int32),
+        unknown_streak=np.array([s.unknown_streak for s, _, _ in cases], np.int32),
+        pingpong=np.array([s.pingpong for s, _, _ in cases], np.int32),
+        pingpong_no_progress=np.array([s.pingpong_no_progress for s, _, _ in cases]),
+        churn=np.array([s.churn for s, _, _ in cases], np.int32),
+        known_poll=np.array([poll for _, poll, _ in cases]),
+        wait=np.array([tool == "wait" for _, _, tool in cases]),
     )
     level, detector, count = select(columns, config)
-    for i, (stats, poll) in enumerate(cases):
-        one = verdict(stats, config, "read", 0xABC, poll)
+    for i, (stats, poll, tool) in enumerate(cases):
+        one = verdict(stats, config, tool, 0xABC, poll)
         assert (one.level, one.detector, one.count if one.stuck else 0) == (
             LEVELS[level[i]],
             DETECTORS[detector[i]],
@@ -99,7 +107,10 @@ def test_below_every_threshold_is_not_stuck() -> None:
 def test_texts_and_keys_follow_the_spec_wording() -> None:
     config = LoopDetectionConfig(enabled=True)
     generic = verdict(ScanStats(recent=20, streak=20, reference=5), config, "read", 0x1F, False)
-    assert generic.message.startswith("CRITICAL: read has been called 20 times")  # type: ignore[union-attr]
+    assert generic.message == (
+        "CRITICAL: Called read with identical outcomes 20 times. Session execution blocked to "
+        "prevent runaway loops."
+    )
     assert "identical outcomes" in generic.message  # type: ignore[operator]
     assert generic.warning_key == f"generic_repeat:critical:read:{0x1F:016x}:{5:016x}"
     warned = verdict(ScanStats(recent=10, streak=3), config, "read", 0x1F, False)

@@ -85,9 +85,12 @@ def test_str_subclass_names_through_the_gateway() -> None:
     guard = ToolLoopGuard(ON)
     decision = guard.before_call(Name("read"), {"p": 1}, tool_call_id=Name("c1"))
     assert not decision.blocked
-    record = guard.after_call(Name("read"), {"p": 1}, result="ok", tool_call_id=Name("c1"))
-    assert record is not None
+    shown = guard.after_call(Name("read"), {"p": 1}, result="ok", tool_call_id=Name("c1"))
+    assert shown == "ok"  # the result the model sees (no warning: unchanged)
+    (record,) = guard.detector.history()
     assert record.tool_call_id == "c1"
+    assert type(record.tool_call_id) is str
+    assert record.result_hash is not None
 
 
 # -- 2. the args memo: re-entrant release -------------------------------------------------

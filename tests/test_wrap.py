@@ -224,7 +224,11 @@ async def test_async_blocked_call_raises_when_awaited_and_does_not_run(shape: st
         await pending
     assert info.value.verdict.detector == "generic_repeat"
     assert seq.calls == 5
-    assert len(guard.detector.history()) == 5
+    # The blocked call is recorded as a loop veto (SPEC §8.1), never as a run.
+    history = guard.detector.history()
+    assert len(history) == 6
+    assert history[-1].outcome_kind == "tool-loop-veto"
+    assert history[-1].result_hash is None
 
 
 @pytest.mark.asyncio
@@ -239,7 +243,11 @@ async def test_sync_returning_awaitable_blocked_call_raises_before_it_runs(shape
         status("j1")  # a sync callable is checked at call time, before anything is awaited
     assert info.value.verdict.detector == "generic_repeat"
     assert seq.calls == 5
-    assert len(guard.detector.history()) == 5
+    # The blocked call is recorded as a loop veto (SPEC §8.1), never as a run.
+    history = guard.detector.history()
+    assert len(history) == 6
+    assert history[-1].outcome_kind == "tool-loop-veto"
+    assert history[-1].result_hash is None
 
 
 @pytest.mark.asyncio

@@ -19,28 +19,48 @@ from ._config import (
 )
 from ._detector import CallRecord, LoopDetector, Verdict
 from ._guard import CompactionLoopPersisted, GuardVerdict, PostCompactionGuard
-from ._hook import Decision, LoopEvent, ToolLoopBlocked, ToolLoopGuard
+from ._decisions import (
+    TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE,
+    BatchDecision,
+    Decision,
+    Liveness,
+    LoopEvent,
+    Reconciliation,
+    ToolLoopBlocked,
+    ToolLoopRunTerminated,
+)
+from ._hook import ToolLoopGuard
 from ._outcome import UNSET, hash_call, hash_outcome
+from ._runloop import RunStop, TurnCall
+from ._stats import GuardStats
 
 if TYPE_CHECKING:
     from .batch import scan as scan
 
 __all__ = [
     "IMPLEMENTATION",
+    "TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE",
     "UNSET",
+    "BatchDecision",
     "CallRecord",
     "CompactionLoopPersisted",
     "ConfigError",
     "Decision",
     "DetectorSwitches",
+    "GuardStats",
     "GuardVerdict",
+    "Liveness",
     "LoopDetectionConfig",
     "LoopDetector",
     "LoopEvent",
     "PostCompactionGuard",
     "PostCompactionGuardConfig",
+    "Reconciliation",
+    "RunStop",
     "ToolLoopBlocked",
     "ToolLoopGuard",
+    "ToolLoopRunTerminated",
+    "TurnCall",
     "Verdict",
     "__version__",
     "hash_call",
@@ -49,7 +69,7 @@ __all__ = [
     "resolve_config",
 ]
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 #: Which core is in use: "cython" only when every twinned component loaded its compiled twin.
 IMPLEMENTATION = (

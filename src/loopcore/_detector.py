@@ -13,10 +13,19 @@ from typing import Any
 
 from . import _percall, _ring
 from ._config import LoopDetectionConfig, coerce_config
-from ._outcome import Normalizer, check_normalizers, check_send_tools, is_known_poll
+from ._decisions import Reconciliation
+from ._outcome import (
+    Normalizer,
+    check_call_id,
+    check_normalizers,
+    check_send_tools,
+    hash_call,
+    is_known_poll,
+)
 from ._records import NOT_STUCK, CallRecord, ScanStats, Verdict
-from ._rules import Verdicts, alarm_thresholds
-from ._scopes import scope_key
+from ._rules import Verdicts, alarm_thresholds, churn_on
+from ._scopes import ScopeKey, scope_key
+from ._stats import GuardStats
 
 __all__ = ["NOT_STUCK", "CallRecord", "LoopDetector", "Verdict"]
 
@@ -77,6 +86,58 @@ class LoopDetector(DetectorCalls):
         """The scope's records, oldest first."""
         records: list[CallRecord] = self._store.history(scope_key(session, run_id))
         return records
+
+    def reconcile_call(
+        self,
+        tool_name: str,
+        args: Any,
+        *,
+        tool_call_id: str | None = None,
+        session: Hashable = None,
+        run_id: str | None = None,
+        warning_threshold: int | None = None,
+    ) -> Reconciliation:
+        """SPEC §8.7: re-hash the pending call whose args a pre-call hook rewrote."""
+        return self._reconcile(
+            tool_name, args, tool_call_id, scope_key(session, run_id), warning_threshold
+        )
+
+    def _reconcile(
+        self,
+        tool_name: str,
+        args: Any,
+        tool_call_id: str | None,
+        key: ScopeKey,
+        warning_threshold: int | None,
+    ) -> Reconciliation:
+        if warning_threshold is None:
+            threshold = self._config.warning_threshold
+        elif (
+            isinstance(warning_threshold, bool)
+            or not isinstance(warning_threshold, int)
+            or warning_threshold < 1
+        ):
+            raise ValueError(
+                f"warning_threshold: expected a positive integer, got {warning_threshold!r}"
+            )
+        else:
+            threshold = warning_threshold
+        args_hash = hash_call(tool_name, args)
+        check_call_id(tool_call_id)
+        found, changed, churn, variants = self._store.reconcile(
+            key, tool_name, args_hash, tool_call_id
+        )
+        if not found:
+            return Reconciliation()
+        if not churn_on(self._config):
+            churn = variants = 0
+        return Reconciliation(churn >= threshold, churn, variants, True, changed)
+
+    def stats(self) -> GuardStats:
+        """The scope fields of ``ToolLoopGuard.stats()``: live and evicted scopes."""
+        return GuardStats(
+            live_scopes=len(self._store), evicted_scopes=getattr(self._store, "evicted", 0)
+        )
 
     def end_run(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """Forget one scope's history."""

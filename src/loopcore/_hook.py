@@ -1,136 +1,122 @@
-"""What does a gateway call around every tool execution? (SPEC §5)"""
+"""What does a gateway call around every tool execution? (SPEC §5, §8.2-§8.12, §9.1-§9.6)
+
+``ToolLoopGuard``'s ``before_call``/``after_call`` come from the per-call twin
+(``_percall``); this class is the policy they call up to when a scan is not
+quiet — recover-once, warnings and their notes, vetoes, liveness, shadow mode,
+logs, events and counters — and the per-scope methods around them. Per-scope
+state lives in ``_state`` (``_ScopeState``); nothing of the host runs under
+the hook's lock: logs and events are written once it is released.
+"""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-import types
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator, Mapping
+import time
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from . import _outcome, _percall, _ring
 from ._config import LoopDetectionConfig, coerce_config
-from ._detector import NOT_STUCK, CallRecord, LoopDetector, Verdict
+from ._decisions import (
+    ALLOWED,
+    TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE,
+    BatchDecision,
+    Decision,
+    EventKind,
+    Liveness,
+    LoopEvent,
+    Reconciliation,
+    ToolLoopBlocked,
+    ToolLoopRunTerminated,
+    blocked_text,
+    model_note,
+)
+from ._detector import LoopDetector
 from ._guard import (
     CompactionLoopPersisted,
-    PostCompactionGuard,
     arm_quietly,
+    close_quietly,
     log_abort,
     log_armed,
+    log_window_closed,
     observe_quietly,
 )
-from ._outcome import (
-    Normalizer,
-    check_normalizers,
-    check_send_tools,
-    check_tool_name,
-    is_known_poll,
+from ._logs import escape, extra, logger, scope_suffix, storm_level
+from ._outcome import Normalizer, check_normalizers, check_send_tools, check_tool_name
+from ._percall_py import UNSCOPED, GuardCalls
+from ._records import KIND_VETO, CallRecord, ScanStats, Verdict
+from ._rules import (
+    COMPACTION_LOOP_PERSISTED,
+    LOOP_ADMISSION_FAILURE,
+    Verdicts,
+    alarm_thresholds,
+    churn_on,
 )
-from ._percall_py import GuardCalls
-from ._records import ScanStats
-from ._rules import COMPACTION_LOOP_PERSISTED, Verdicts, alarm_thresholds
+from ._runloop import RunStop, digest_turn
 from ._scopes import ScopeKey, ScopeLock, ScopeTable, scope_key, session_of
+from ._stats import Counters, GuardStats
+from ._state import ScopeState
+from ._wrap import check_callable, guard_function
 
-__all__ = ["Decision", "LoopEvent", "ToolLoopBlocked", "ToolLoopGuard"]
-
-logger = logging.getLogger("loopcore")
-
-#: Warning keys remembered per scope for de-duplication (SPEC §5).
-MAX_WARNING_KEYS = 256
+__all__ = [
+    "BatchDecision",
+    "Decision",
+    "LoopEvent",
+    "ToolLoopBlocked",
+    "ToolLoopGuard",
+    "ToolLoopRunTerminated",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
-EventKind = Literal["warning", "block", "guard_armed", "compaction_abort"]
+
+_ADMISSION_MESSAGE = "Tool execution was blocked because loop safety checks failed."
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What ``before_call`` decided: run the call (maybe with a warning) or block it."""
+def _check_on_event(on_event: object) -> Callable[[LoopEvent], object] | None:
+    import inspect
 
-    blocked: bool
-    reason: str | None
-    verdict: Verdict
-    warning: Verdict | None = None
-
-
-_ALLOWED = Decision(False, None, NOT_STUCK, None)
-
-
-@dataclass(frozen=True, slots=True)
-class LoopEvent:
-    """What ``on_event`` receives. Never carries arguments or results."""
-
-    kind: EventKind
-    session: Hashable
-    run_id: str | None
-    tool_name: str
-    detector: str | None
-    level: str | None
-    count: int
-    message: str | None
-    paired_tool_name: str | None = None
+    if on_event is None:
+        return None
+    if not callable(on_event):
+        raise TypeError(f"on_event: expected a callable or None, got {type(on_event).__name__}")
+    if inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(
+        getattr(type(on_event), "__call__", None)  # noqa: B004
+    ):
+        raise TypeError(
+            "on_event: expected a plain callable, got a coroutine function; schedule the "
+            "coroutine from a plain callback"
+        )
+    return on_event  # type: ignore[return-value]
 
 
-class ToolLoopBlocked(Exception):
-    """Raised by a wrapped tool instead of running a call the detector blocked."""
-
-    def __init__(self, verdict: Verdict, reason: str | None = None) -> None:
-        self.verdict = verdict
-        self.reason = reason if reason is not None else verdict.message
-        super().__init__(self.reason)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.verdict, self.reason))
+def _check_mode(mode: object) -> str | None:
+    if mode is None or mode in ("enforce", "observe"):
+        return mode  # type: ignore[return-value]
+    raise ValueError(f"mode: expected 'enforce' or 'observe', got {mode!r}")
 
 
-def _is_async_callable(fn: object) -> bool:
-    """Is ``fn`` async, even in disguise (SPEC §11)?
-
-    A coroutine function, an object whose ``__call__`` is one, or a
-    ``functools.partial`` (nested or not) of either.
-    """
-    while issubclass(type(fn), functools.partial):
-        fn = fn.func  # type: ignore[attr-defined]
-    if inspect.iscoroutinefunction(fn):
-        return True
-    try:
-        # What calling ``fn`` runs: its type's ``__call__`` (a metaclass's, for a class).
-        call = getattr(type(fn), "__call__", None)  # noqa: B004
-    except Exception:
-        return False
-    return inspect.iscoroutinefunction(call)
-
-
-def _is_awaitable(value: object) -> bool:
-    """Can ``value`` be awaited? Decided by its real type: a result's ``__class__`` may lie."""
-    cls = type(value)
-    if cls is types.GeneratorType:  # a @types.coroutine generator
-        return bool(value.gi_code.co_flags & inspect.CO_ITERABLE_COROUTINE)  # type: ignore[attr-defined]
-    try:
-        return issubclass(cls, Awaitable)
-    except Exception:
-        return False
-
-
-class _ScopeState:
-    """Per-scope hook state: warnings already shown, and the post-compaction guard."""
-
-    __slots__ = ("guard", "warned")
-
-    def __init__(self) -> None:
-        self.warned: OrderedDict[str, int] = OrderedDict()
-        self.guard: PostCompactionGuard | None = None
+def _annotate(result: Any, note: str) -> Any:
+    """SPEC §8.12: the result with the note as its last text block (input not mutated)."""
+    if type(result) is str:
+        return result + "\n\n" + note
+    if isinstance(result, Mapping) and isinstance(result.get("content"), list):
+        block = {"type": "text", "text": note}
+        content = result["content"]
+        if content and content[-1] == block:
+            return result
+        copy = dict(result)
+        copy["content"] = [*content, block]
+        return copy
+    return result
 
 
 class ToolLoopGuard(GuardCalls):
     """The gateway hook: check, warn or block, record, and guard after compaction.
 
-    ``before_call`` and ``after_call`` come from the per-call twin
-    (``_percall``); this class holds the policy they call up to.
+    ``mode="observe"`` (or the config's ``mode``) decides everything as
+    enforce mode does but never acts: nothing is blocked, raised or noted.
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ToolLoopGuard:
@@ -145,10 +131,11 @@ class ToolLoopGuard(GuardCalls):
         on_event: Callable[[LoopEvent], object] | None = None,
         max_scopes: int = 100_000,
         store: Any = None,
+        mode: str | None = None,
     ) -> None:
-        if on_event is not None and not callable(on_event):
-            raise TypeError(f"on_event: expected a callable or None, got {type(on_event).__name__}")
+        self._on_event = _check_on_event(on_event)
         config = coerce_config(config)
+        self._shadow = (_check_mode(mode) or config.mode) == "observe"
         if store is None:
             store = _ring.RingStore(config.history_size, max_scopes)
         # One store, shared: the detector answers history() and check() on it.
@@ -159,27 +146,34 @@ class ToolLoopGuard(GuardCalls):
             max_scopes=max_scopes,
             store=store,
         )
-        self._on_event = on_event
         self._verdicts = Verdicts(config)
         self._warning_threshold = config.warning_threshold
-        self._states: ScopeTable[_ScopeState] = ScopeTable(max_scopes)
-        # Scopes whose guard is armed: after_call skips all guard work while empty.
-        self._armed_guards: dict[ScopeKey, PostCompactionGuard] = {}
+        self._churn = churn_on(config)
+        self._run_guards = config.run_loop_guards()
+        self._states: ScopeTable[ScopeState] = ScopeTable(max_scopes)
+        # Scopes with an armed guard, a churn going on or a note pending: the
+        # per-call twin skips all of that work while these are empty.
+        self._armed_guards: dict[ScopeKey, ScopeState] = {}
+        churning: dict[ScopeKey, ScopeState] = {}
+        noted: dict[ScopeKey, ScopeState] = {}
+        self._counters = Counters()
+        # The scope whose terminal block repeated last, and its state (a loop storm).
+        self._storm: tuple[ScopeKey, ScopeState, tuple[str, str, bool]] | None = None
         self._lock = ScopeLock()
         self._scope: ContextVar[ScopeKey] = ContextVar(
             f"loopcore.scope.{id(self):x}", default=(None, None)
         )
-        detector = self._detector
         alarm, unknown_alarm = alarm_thresholds(config)
         self._bind_calls(
             store,
-            detector.enabled,
+            self._detector.enabled,
             alarm,
             unknown_alarm,
             check_normalizers(normalizers),
             check_send_tools(send_tools),
         )
-        self._bind_guard(self._armed_guards, _ALLOWED)
+        # The per-call base holds them (read-only attributes of the compiled twin).
+        self._bind_guard(self._armed_guards, churning, noted, ALLOWED, self._scope)
 
     @property
     def detector(self) -> LoopDetector:
@@ -189,25 +183,99 @@ class ToolLoopGuard(GuardCalls):
     def config(self) -> LoopDetectionConfig:
         return self._detector.config
 
-    def __repr__(self) -> str:
-        return f"ToolLoopGuard({self._detector!r})"
+    @property
+    def mode(self) -> str:
+        return "observe" if self._shadow else "enforce"
 
-    def arm_post_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
+    def __repr__(self) -> str:
+        return f"ToolLoopGuard({self._detector!r}, mode={self.mode!r})"
+
+    # -- scopes ----------------------------------------------------------------------------
+
+    @contextmanager
+    def scope(self, *, session: Hashable = None, run_id: str | None = None) -> Iterator[None]:
+        """Set the scope of calls in this context (safe across asyncio tasks)."""
+        token = self._scope.set(scope_key(session, run_id))
+        try:
+            yield
+        finally:
+            self._scope.reset(token)
+
+    def _key(self, session: Hashable, run_id: Any) -> ScopeKey:
+        if session is UNSCOPED or run_id is UNSCOPED:
+            return self._active_key(session, run_id)
+        return scope_key(session, run_id)
+
+    def end_run(self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED) -> None:
+        """Forget one scope: its history, warnings, recovery allowance and guard."""
+        key = self._key(session, run_id)
+        self._detector.end_run(session=session_of(key), run_id=key[1])
+        with self._lock:
+            state = self._states.pop(key, self._lock)
+            self._forget(key)
+            closed = close_quietly(state.guard) if state and state.guard else None
+            if state is not None:
+                self._counters.ended()
+        if closed is not None:
+            log_window_closed(closed, *self._scoped("guard_window_closed", key))
+
+    def end_session(self, session: Hashable) -> None:
+        """Forget every run of ``session``."""
+        self._detector.end_session(session)
+        held = scope_key(session, None)[0]  # as the tables hold it
+        with self._lock:
+            keys = self._states.pop_session(held)
+            self._lock.bury(*keys)
+            for key in keys:
+                self._forget(key)
+            self._counters.ended(len(keys))
+
+    def _forget(self, key: ScopeKey) -> None:
+        if self._storm is not None and self._storm[0] == key:
+            self._storm = None
+        self._armed_guards.pop(key, None)
+        self._churning.pop(key, None)
+        self._noted.pop(key, None)
+
+    def _state(self, key: ScopeKey) -> ScopeState:
+        """The scope's hook state, created on first use (caller holds the lock)."""
+        state = self._states.get(key)
+        if state is None:
+            state = ScopeState()
+            evicted = self._states.put(key, state)
+            self._lock.bury(*evicted)
+            for old in evicted:
+                self._forget(old)
+            if evicted:
+                self._counters.evicted(len(evicted))
+        return state
+
+    # -- the post-compaction guard ---------------------------------------------------------
+
+    def arm_post_compaction(
+        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
+    ) -> None:
         """Arm the scope's post-compaction guard; call when retrying after a compaction."""
-        key = scope_key(session, run_id)
+        key = self._key(session, run_id)
         config = self._detector.config
         if config.enabled is False:
             return
         window = config.post_compaction_guard.window_size
+        # The baseline: the scope's last completed calls (read before the lock).
+        recent = [r for r in self._store.history(key) if r.result_hash is not None][-16:]
         with self._lock:
             state = self._state(key)
-            if state.guard is None:
-                state.guard = PostCompactionGuard(window)
-            armed = arm_quietly(state.guard)
-            self._armed_guards[key] = state.guard
+            guard = state.post_compaction(window)
+            if not guard.armed:
+                for record in recent:
+                    observe_quietly(guard, record.tool_name, record.args_hash, record.result_hash)
+            armed, closed = arm_quietly(guard)
+            self._armed_guards[key] = state
         # Logged and emitted with the lock released: handlers are host code.
+        if closed is not None:
+            log_window_closed(closed, *self._scoped("guard_window_closed", key))
         if armed:
-            log_armed(window)
+            log_armed(window, *self._scoped("guard_armed", key, count=window))
         self._emit(
             LoopEvent(
                 "guard_armed",
@@ -221,33 +289,488 @@ class ToolLoopGuard(GuardCalls):
             )
         )
 
-    def end_run(self, *, session: Hashable = None, run_id: str | None = None) -> None:
-        """Forget one scope: its history, shown warnings and guard."""
-        key = scope_key(session, run_id)
-        self._detector.end_run(session=key[0], run_id=key[1])
+    def _observe(
+        self, record: CallRecord | None, tool_name: str, args: Any, key: ScopeKey
+    ) -> CallRecord | None:
+        """Feed an armed post-compaction guard; raises when it trips."""
+        if record is not None:
+            args_hash, result_hash = record.args_hash, record.result_hash
+        else:
+            args_hash, result_hash = _outcome.hash_call(tool_name, args), None
         with self._lock:
-            self._states.pop(key, self._lock)
-            self._armed_guards.pop(key, None)
-
-    def end_session(self, session: Hashable) -> None:
-        """Forget every run of ``session``."""
-        self._detector.end_session(session)
-        held = scope_key(session, None)[0]  # as the tables hold it
-        with self._lock:
-            self._lock.bury(*self._states.pop_session(held))
-            for key in [key for key in self._armed_guards if key[0] == held]:
+            state = self._armed_guards.get(key)
+            if state is None or state.guard is None:
+                return record
+            verdict, closed = observe_quietly(state.guard, tool_name, args_hash, result_hash)
+            if not state.guard.armed:
                 del self._armed_guards[key]
+            if verdict.should_abort:
+                if self._shadow:
+                    self._counters.shadow(COMPACTION_LOOP_PERSISTED, "critical", "abort")
+                else:
+                    self._counters.aborted()
+        if closed is not None:
+            log_window_closed(closed, *self._scoped("guard_window_closed", key))
+        if not verdict.should_abort:
+            return record
+        message = verdict.message
+        suffix, fields = self._scoped(
+            "compaction_abort", key, tool_name, COMPACTION_LOOP_PERSISTED, "critical",
+            verdict.count,
+        )  # fmt: skip
+        if self._shadow:
+            logger.warning(
+                "would have aborted the run: %s%s", escape(message or "", None), suffix,
+                extra=fields,
+            )  # fmt: skip
+        else:
+            log_abort(verdict, state.guard.window_size, suffix, fields)
+        self._emit(
+            LoopEvent(
+                "compaction_abort",
+                session_of(key),
+                key[1],
+                tool_name,
+                COMPACTION_LOOP_PERSISTED,
+                "critical",
+                verdict.count,
+                message,
+                shadow=self._shadow,
+            )
+        )
+        if not self._shadow:
+            raise CompactionLoopPersisted(tool_name, verdict.count, message)
+        return record
+
+    # -- what a stuck verdict does ---------------------------------------------------------
+
+    def _verdict(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
+        """The verdict table for a scan the store did not call quiet."""
+        return self._verdicts(stats, tool_name, args_hash, _outcome.is_known_poll(tool_name, args))
+
+    def _decide(
+        self,
+        verdict: Verdict,
+        tool_name: str,
+        args_hash: int,
+        key: ScopeKey,
+        tool_call_id: str | None,
+    ) -> Decision:
+        """Block a critical call (recover once), or record the call and warn once per multiple."""
+        if verdict.level == "critical":
+            storm = self._storm
+            if storm is not None and storm[0] == key:
+                # A loop storm: the same terminal block once more, written out inline
+                # (thousands of retries); only its counts change.
+                state = storm[1]
+                last = state.last_block
+                if (
+                    last is not None
+                    and last.verdict is verdict
+                    and last.args_hash == args_hash
+                    and last.tool_call_id == tool_call_id
+                    and type(tool_name) is str
+                    and last.tool_name == tool_name
+                ):
+                    call = (tool_name, args_hash)
+                    blocks = 0
+                    # Existing keys only (or a dict growing its table): no container
+                    # is allocated, so no collection can run host code under the lock.
+                    with self._lock.raw:
+                        if self._storm is storm:
+                            blocks = state.blocks.get(call, 0) + 1
+                            state.blocks[call] = blocks
+                            self._counters.blocked_again(storm[2])
+                    if blocks:
+                        self._store.append(key, tool_name, args_hash, tool_call_id, KIND_VETO)
+                        if blocks & (blocks - 1) == 0 or logger.isEnabledFor(logging.DEBUG):
+                            self._log_block(verdict, tool_name, key, blocks, True)
+                        if self._on_event is not None:
+                            self._blocked_event(last, key)
+                        return last
+            return self._critical(verdict, tool_name, args_hash, key, tool_call_id)
+        self._store.append(key, tool_name, args_hash, tool_call_id)
+        decision, after = self._warned(verdict, tool_name, args_hash, key, tool_call_id)
+        after()
+        return decision
+
+    def _critical(
+        self,
+        verdict: Verdict,
+        tool_name: str,
+        args_hash: int,
+        key: ScopeKey,
+        tool_call_id: str | None,
+        veto: bool = True,
+        sibling: bool = False,
+        deferred: list[Callable[[], None]] | None = None,
+    ) -> Decision:
+        """A critical: recover-once state, the veto, the log line and the event.
+
+        A loop storm retries one blocked call thousands of times, so this path
+        is kept short: the decision of a repeat is the one built last time.
+        With ``deferred``, the log line and event are left to the caller.
+        """
+        with self._lock:
+            state = self._states.get(key) or self._state(key)
+            terminal = state.critical_seen
+            state.critical_seen = True
+            if terminal:  # the run must end: its run-loop cutoffs stop counting (§12.13)
+                state.stopped = True
+            blocks = state.count_block(tool_name, args_hash)
+            if self._shadow:
+                self._counters.shadow(verdict.detector or "", "critical", "block")
+            else:
+                self._counters.blocked(verdict.detector or "", "critical", terminal)
+            last = state.last_block
+        if veto:
+            if self._shadow:  # it runs: recorded as the executed call it is
+                self._store.append(key, tool_name, args_hash, tool_call_id)
+            else:
+                self._store.append(key, tool_name, args_hash, tool_call_id, KIND_VETO)
+        if (
+            last is not None
+            and last.verdict is verdict
+            and last.terminal is terminal
+            and last.tool_call_id == tool_call_id
+            and last.args_hash == args_hash
+            and last.tool_name == tool_name
+            and not sibling
+        ):
+            decision = last
+        else:
+            message = verdict.message or ""
+            enforce = not self._shadow
+            decision = Decision(
+                enforce,
+                message,
+                verdict,
+                None,
+                terminal,
+                blocked_text(message, terminal, sibling) if enforce else None,
+                None,
+                None,
+                True,
+                tool_name,
+                tool_call_id,
+                args_hash,
+            )
+            if not sibling:
+                state.last_block = decision
+        if terminal and veto and not sibling and not self._shadow:
+            self._storm = (key, state, (verdict.detector or "", "critical", True))
+        if deferred is not None:
+            deferred.append(lambda: self._blocked(decision, key, blocks))
+        else:
+            self._blocked(decision, key, blocks)
+        return decision
+
+    def _blocked(self, decision: Decision, key: ScopeKey, blocks: int) -> None:
+        """A block's log line (storm-controlled) and event, with the lock released."""
+        self._log_block(decision.verdict, decision.tool_name or "", key, blocks, decision.terminal)
+        if self._on_event is not None:
+            self._blocked_event(decision, key)
+
+    def _blocked_event(self, decision: Decision, key: ScopeKey) -> None:
+        verdict = decision.verdict
+        tool_name = decision.tool_name or ""
+        self._emit(
+            LoopEvent(
+                "block",
+                session_of(key),
+                key[1],
+                tool_name,
+                verdict.detector,
+                verdict.level,
+                verdict.count,
+                verdict.message,
+                verdict.paired_tool_name,
+                decision.terminal,
+                decision.tool_call_id,
+                self._shadow,
+            )
+        )
+
+    def _log_block(
+        self, verdict: Verdict, tool_name: str, key: ScopeKey, blocks: int, terminal: bool
+    ) -> None:
+        level = storm_level(blocks, logging.WARNING if self._shadow else logging.ERROR)
+        if not logger.isEnabledFor(level):
+            return
+        event = "terminate" if terminal else "block"
+        suffix, fields = self._scoped(
+            event, key, tool_name, verdict.detector, verdict.level, verdict.count
+        )
+        head = "would have blocked" if self._shadow else "Blocking"
+        end = " " + TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE if terminal else ""
+        logger.log(
+            level,
+            "%s %s due to critical loop (blocked %d times): %s%s%s",
+            head,
+            escape(tool_name),
+            blocks,
+            escape(verdict.message or "", None),
+            end,
+            suffix,
+            extra=fields,
+        )
+
+    def _warned(
+        self,
+        verdict: Verdict,
+        tool_name: str,
+        args_hash: int,
+        key: ScopeKey,
+        tool_call_id: str | None,
+        noted: bool = True,
+    ) -> tuple[Decision, Callable[[], None]]:
+        """A warning for a recorded call: buckets, note, liveness; logs for after the lock."""
+        signal = verdict.liveness_signal
+        note = None
+        with self._lock:
+            state = self._state(key)
+            emitted = state.first_warning(verdict, self._warning_threshold)
+            if emitted:
+                self._counters.warned(verdict.detector or "", "warning")
+                if noted and not self._shadow:
+                    note = model_note(verdict.count)
+                    state.notes[(tool_name, args_hash)] = (tool_call_id, note)
+                    self._noted[key] = state
+            change = self._live(key, state, signal is not None)
+        decision = Decision(
+            False,
+            None,
+            verdict,
+            verdict if emitted else None,
+            False,
+            None,
+            note,
+            signal,
+            False,
+            tool_name,
+            tool_call_id,
+            args_hash,
+        )
+
+        def after() -> None:
+            if emitted:
+                self._log_warning(verdict, tool_name, key)
+                self._emit(self._event("warning", key, tool_name, verdict, tool_call_id))
+            if change is not None:
+                self._emit(change)
+
+        return decision, after
+
+    def _log_warning(self, verdict: Verdict, tool_name: str, key: ScopeKey) -> None:
+        if not logger.isEnabledFor(logging.WARNING):
+            return
+        suffix, fields = self._scoped(
+            "warning", key, tool_name, verdict.detector, verdict.level, verdict.count
+        )
+        if verdict.detector == "argument_churn":
+            logger.warning(
+                "Argument churn warning: %s cycled through stable argument patterns%s",
+                escape(tool_name),
+                suffix,
+                extra=fields,
+            )
+            return
+        logger.warning(
+            "Tool loop warning: %s %s %d times%s",
+            escape(tool_name),
+            verdict.detector,
+            verdict.count,
+            suffix,
+            extra=fields,
+        )
+
+    def _live(self, key: ScopeKey, state: ScopeState, active: bool) -> LoopEvent | None:
+        """One liveness observation (caller holds the lock); the ``churn`` event it starts or ends."""
+        if not self._churn:
+            return None
+        now = time.monotonic()
+        if active:
+            self._churning[key] = state
+            if state.churn_since is None:
+                state.churn_since = now
+                return LoopEvent("churn", session_of(key), key[1], "", "argument_churn", None, 1, None)
+            state.churn_observed_at = now
+            return None
+        if state.churn_since is None:
+            return None
+        state.churn_since = state.churn_observed_at = None
+        self._churning.pop(key, None)
+        return LoopEvent("churn", session_of(key), key[1], "", "argument_churn", None, 0, None)
+
+    def _settle(self, key: ScopeKey) -> None:
+        """A churning scope committed a call that is not churning: the churn ends."""
+        with self._lock:
+            state = self._states.get(key)
+            change = self._live(key, state, False) if state is not None else None
+        if change is not None:
+            self._emit(change)
+
+    def _fail_closed(
+        self, error: Exception, tool_name: str, args_hash: int, key: ScopeKey, call_id: Any
+    ) -> Decision:
+        """SPEC §8.2: a check that raised blocks the call, as a critical without a veto."""
+        logger.error(
+            "tool-loop batch admission failed: %s%s",
+            type(error).__name__,
+            scope_suffix(session_of(key), key[1]),
+            extra=extra("block", session_of(key), key[1], tool_name, LOOP_ADMISSION_FAILURE),
+        )
+        verdict = Verdict(True, "critical", LOOP_ADMISSION_FAILURE, 1, _ADMISSION_MESSAGE)
+        return self._critical(verdict, tool_name, args_hash, key, call_id, veto=False)
+
+    def _annotated(self, record: CallRecord | None, key: ScopeKey, result: Any) -> Any:
+        """The result the model sees: with the note of the warning its call was admitted with."""
+        given = result is not _outcome.UNSET
+        if record is None:
+            return result if given else None
+        with self._lock:
+            state = self._noted.get(key)
+            pending = state.notes.get((record.tool_name, record.args_hash)) if state else None
+            if pending is None or pending[0] not in (None, record.tool_call_id):
+                return result if given else None
+            del state.notes[(record.tool_name, record.args_hash)]  # type: ignore[union-attr]
+            if not state.notes:  # type: ignore[union-attr]
+                del self._noted[key]
+        return _annotate(result, pending[1]) if given else None
+
+    # -- batches, releases, reconciliation and liveness (SPEC §8.2, §8.3, §8.7) -----------
+
+    def before_batch(
+        self,
+        calls: Sequence[Sequence[Any]],
+        *,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> BatchDecision:
+        """Admit one assistant turn's tool calls together: one critical blocks them all."""
+        from ._batch_admission import admit
+
+        return admit(self, calls, self._key(session, run_id))
+
+    def release(
+        self,
+        tool_call_ids: Collection[str],
+        *,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> int:
+        """Forget admitted calls the host then skipped: they must not count as repeats."""
+        if isinstance(tool_call_ids, str) or not isinstance(tool_call_ids, Collection):
+            raise TypeError(
+                f"tool_call_ids: expected a collection of str, got {type(tool_call_ids).__name__}"
+            )
+        key = self._key(session, run_id)
+        ids = [i for i in tool_call_ids if type(i) is str]
+        removed: int = self._store.release(key, ids)
+        with self._lock:
+            state = self._noted.get(key)
+            if state is not None:
+                for note_key, (call_id, _) in list(state.notes.items()):
+                    if call_id in ids:
+                        del state.notes[note_key]
+        return removed
+
+    def reconcile(
+        self,
+        tool_name: str,
+        args: Any,
+        *,
+        tool_call_id: str | None = None,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+        warning_threshold: int | None = None,
+    ) -> Reconciliation:
+        """SPEC §8.7: re-hash the pending call a pre-call hook rewrote; a liveness observation."""
+        key = self._key(session, run_id)
+        answer = self._detector._reconcile(tool_name, args, tool_call_id, key, warning_threshold)
+        if answer.matched_pending_call:
+            with self._lock:
+                change = self._live(key, self._state(key), answer.active)
+            if change is not None:
+                self._emit(change)
+        return answer
+
+    reconcile_call = reconcile
+
+    def liveness(
+        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
+    ) -> Liveness:
+        """Is the scope churning through argument variants, and since when?"""
+        key = self._key(session, run_id)
+        with self._lock:
+            state = self._states.get(key)
+            if state is None or state.churn_since is None:
+                return Liveness()
+            return Liveness(True, state.churn_since, state.churn_observed_at)
+
+    # -- run-loop cutoffs (SPEC §8.11) ----------------------------------------------------
+
+    def before_turn(
+        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
+    ) -> RunStop | None:
+        """Before each model request: a ``RunStop`` when ``turnLimit`` is reached."""
+        if not any(limit is not None for limit in self._run_guards):
+            return None
+        key = self._key(session, run_id)
+        with self._lock:
+            state = self._state(key)
+            stop = None if state.stopped else state.run_loop(self._run_guards).before_turn()
+        return self._run_stop(stop, key)
+
+    def end_turn(
+        self,
+        calls: Sequence[Any],
+        *,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> RunStop | None:
+        """After each assistant turn and its results: a ``RunStop`` when a cutoff is reached."""
+        if not any(limit is not None for limit in self._run_guards):
+            return None
+        key = self._key(session, run_id)
+        # Hashing args may run host code: before the lock.
+        digest = digest_turn(calls, signatures=self._run_guards[2] is not None)
+        with self._lock:
+            state = self._state(key)
+            stop = None if state.stopped else state.run_loop(self._run_guards).count_turn(digest)
+        return self._run_stop(stop, key)
+
+    def _run_stop(self, stop: RunStop | None, key: ScopeKey) -> RunStop | None:
+        if stop is None:
+            return None
+        with self._lock:
+            if self._shadow:
+                self._counters.shadow(stop.guard, "critical", "run_stop")
+            else:
+                self._counters.run_stopped(stop.guard)
+        suffix, fields = self._scoped("run_stop", key, None, stop.guard, "critical", stop.limit)
+        head = "would have stopped the run: " if self._shadow else ""
+        logger.warning("%s%s%s", head, stop.message, suffix, extra=fields)
+        self._emit(
+            LoopEvent(
+                "run_stop", session_of(key), key[1], "", stop.guard, "critical", stop.limit,
+                stop.message, shadow=self._shadow,
+            )
+        )  # fmt: skip
+        return None if self._shadow else stop
+
+    # -- counters --------------------------------------------------------------------------
+
+    def stats(self) -> GuardStats:
+        """What the guard has done so far: a frozen snapshot (SPEC §9.6)."""
+        with self._lock:
+            return self._counters.snapshot(
+                calls=self._calls,
+                live_scopes=len(self._store),
+                evicted_scopes=getattr(self._store, "evicted", None),
+            )
 
     # -- wrapping tool functions -----------------------------------------------------------
-
-    @contextmanager
-    def scope(self, *, session: Hashable = None, run_id: str | None = None) -> Iterator[None]:
-        """Set the scope of wrapped tool calls in this context (safe across asyncio tasks)."""
-        token = self._scope.set(scope_key(session, run_id))
-        try:
-            yield
-        finally:
-            self._scope.reset(token)
 
     @overload
     def wrap(self, fn: F, *, name: str | None = None) -> F: ...
@@ -258,186 +781,53 @@ class ToolLoopGuard(GuardCalls):
     def wrap(self, fn: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
         """Guard a sync or async tool function; blocked calls raise ToolLoopBlocked.
 
-        ``fn`` is async when it is a coroutine function, an object whose
-        ``__call__`` is one, or a ``functools.partial`` of either: the wrapper is
-        then a coroutine function. A sync ``fn`` that returns an awaitable gets
-        an awaitable back, which records the awaited outcome.
+        A second critical in the run raises ``ToolLoopRunTerminated`` (a
+        ``ToolLoopBlocked``): end the run. A warned call returns its result
+        with the model's note; a warned call's error carries the note
+        (``add_note``, ``loop_note``). ``fn`` is async when it is a coroutine
+        function, an object whose ``__call__`` is one, or a
+        ``functools.partial`` of either; a sync ``fn`` that returns an
+        awaitable gets an awaitable back, which records the awaited outcome.
         """
         if fn is None:
             return lambda f: self.wrap(f, name=name)
-        if not callable(fn):
-            raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+        check_callable(fn)
         tool_name = check_tool_name(name if name is not None else getattr(fn, "__name__", None))
-        signature = inspect.signature(fn)
+        return guard_function(self, fn, tool_name)  # type: ignore[no-any-return]
 
-        def bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            arguments = signature.bind(*args, **kwargs)
-            arguments.apply_defaults()
-            return dict(arguments.arguments)
+    # -- logs and events -------------------------------------------------------------------
 
-        def start(call_args: dict[str, Any]) -> ScopeKey:
-            key = self._scope.get()
-            decision = self.before_call(tool_name, call_args, session=key[0], run_id=key[1])
-            if decision.blocked:
-                raise ToolLoopBlocked(decision.verdict, decision.reason)
-            return key
-
-        def failed(key: ScopeKey, call_args: dict[str, Any], exc: Exception) -> None:
-            self.after_call(tool_name, call_args, error=exc, session=key[0], run_id=key[1])
-
-        def returned(key: ScopeKey, call_args: dict[str, Any], result: Any) -> None:
-            self.after_call(tool_name, call_args, result=result, session=key[0], run_id=key[1])
-
-        async def settle(key: ScopeKey, call_args: dict[str, Any], pending: Any) -> Any:
-            """Await what a sync ``fn`` returned and record that outcome, not the awaitable."""
-            try:
-                result = await pending
-            except Exception as exc:
-                failed(key, call_args, exc)
-                raise
-            returned(key, call_args, result)
-            return result
-
-        if _is_async_callable(fn):
-
-            @functools.wraps(fn)
-            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-                call_args = bound(args, kwargs)
-                key = start(call_args)
-                try:
-                    result = await fn(*args, **kwargs)
-                except Exception as exc:
-                    failed(key, call_args, exc)
-                    raise
-                returned(key, call_args, result)
-                return result
-
-            return guarded_async  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            call_args = bound(args, kwargs)
-            key = start(call_args)
-            try:
-                result = fn(*args, **kwargs)
-            except Exception as exc:
-                failed(key, call_args, exc)
-                raise
-            if _is_awaitable(result):
-                return settle(key, call_args, result)
-            returned(key, call_args, result)
-            return result
-
-        return guarded  # type: ignore[return-value,unused-ignore]
-
-    # -- internals -------------------------------------------------------------------------
-
-    def _verdict(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
-        """The verdict table for a scan the store did not call quiet."""
-        return self._verdicts(stats, tool_name, args_hash, is_known_poll(tool_name, args))
-
-    def _decide(
+    def _scoped(
         self,
-        verdict: Verdict,
-        tool_name: str,
-        args_hash: int,
+        event: str,
         key: ScopeKey,
-        tool_call_id: str | None,
-    ) -> Decision:
-        """What a stuck verdict does: block, or record the call and warn once per multiple."""
-        if verdict.level == "critical":
-            self._report("block", key, tool_name, verdict)
-            return Decision(True, verdict.message, verdict, None)
-        self._store.append(key, tool_name, args_hash, tool_call_id)
-        warning = verdict if self._first_warning(key, verdict) else None
-        if warning is not None:
-            self._report("warning", key, tool_name, verdict)
-        return Decision(False, None, verdict, warning)
+        tool: str | None = None,
+        detector: str | None = None,
+        level: str | None = None,
+        count: int | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """A line's scope suffix and ``extra`` fields."""
+        session = session_of(key)
+        return scope_suffix(session, key[1]), extra(
+            event, session, key[1], tool, detector, level, count, self._shadow
+        )
 
-    def _observe(
-        self, record: CallRecord | None, tool_name: str, args: Any, key: ScopeKey
-    ) -> CallRecord | None:
-        """Feed an armed post-compaction guard; raises when it trips."""
-        if record is not None:
-            args_hash, result_hash = record.args_hash, record.result_hash
-        else:
-            args_hash, result_hash = _outcome.hash_call(tool_name, args), None
-        with self._lock:
-            guard = self._armed_guards.get(key)
-            if guard is None:
-                return record
-            verdict = observe_quietly(guard, tool_name, args_hash, result_hash)
-            if not guard.armed:
-                del self._armed_guards[key]
-        if verdict.should_abort:
-            log_abort(verdict, guard.window_size)
-            message = verdict.message
-            self._emit(
-                LoopEvent(
-                    "compaction_abort",
-                    session_of(key),
-                    key[1],
-                    tool_name,
-                    COMPACTION_LOOP_PERSISTED,
-                    "critical",
-                    verdict.count,
-                    message,
-                )
-            )
-            raise CompactionLoopPersisted(tool_name, verdict.count, message)
-        return record
-
-    def _state(self, key: ScopeKey) -> _ScopeState:
-        """The scope's hook state, created on first use (caller holds the lock)."""
-        state = self._states.get(key)
-        if state is None:
-            state = _ScopeState()
-            evicted = self._states.put(key, state)
-            self._lock.bury(*evicted)
-            for old in evicted:
-                self._armed_guards.pop(old, None)
-        return state
-
-    def _first_warning(self, key: ScopeKey, verdict: Verdict) -> bool:
-        """Is this the first time the warning's key reaches a new multiple of the threshold?"""
-        multiple = verdict.count // self._warning_threshold
-        warning_key = verdict.warning_key or ""
-        with self._lock:
-            warned = self._state(key).warned
-            shown = warned.get(warning_key, 0)
-            if warning_key in warned:
-                warned.move_to_end(warning_key)
-            if multiple <= shown:
-                return False
-            warned[warning_key] = multiple
-            if len(warned) > MAX_WARNING_KEYS:
-                warned.popitem(last=False)
-        return True
-
-    def _report(self, kind: EventKind, key: ScopeKey, tool_name: str, verdict: Verdict) -> None:
-        # Only names and numbers are logged: arguments and results may hold secrets.
-        log = logger.error if kind == "block" else logger.warning
-        log(
-            "tool loop %s: tool=%s detector=%s count=%d session=%s run_id=%s",
-            "blocked" if kind == "block" else "warning",
-            tool_name,
-            verdict.detector,
-            verdict.count,
+    def _event(
+        self, kind: EventKind, key: ScopeKey, tool: str, verdict: Verdict, call_id: str | None
+    ) -> LoopEvent:
+        return LoopEvent(
+            kind,
             session_of(key),
             key[1],
-        )
-        self._emit(
-            LoopEvent(
-                kind,
-                session_of(key),
-                key[1],
-                tool_name,
-                verdict.detector,
-                verdict.level,
-                verdict.count,
-                verdict.message,
-                verdict.paired_tool_name,
-            )
+            tool,
+            verdict.detector,
+            verdict.level,
+            verdict.count,
+            verdict.message,
+            verdict.paired_tool_name,
+            False,
+            call_id,
+            self._shadow,
         )
 
     def _emit(self, event: LoopEvent) -> None:
@@ -445,8 +835,20 @@ class ToolLoopGuard(GuardCalls):
             return
         try:
             self._on_event(event)
-        except Exception:
-            logger.exception("on_event callback raised while handling a %s event", event.kind)
+        except Exception as exc:
+            key = scope_key(event.session, event.run_id)
+            with self._lock:
+                state = self._state(key)
+                first = not state.event_error_logged
+                state.event_error_logged = True
+            if first:
+                logger.error(
+                    "on_event callback raised %s while handling a %s event%s",
+                    type(exc).__name__,
+                    event.kind,
+                    scope_suffix(event.session, event.run_id),
+                    extra=extra(event.kind, event.session, event.run_id, event.tool_name),
+                )
 
 
 ToolLoopGuard.__signature__ = _percall.init_signature(ToolLoopGuard)  # type: ignore[attr-defined]

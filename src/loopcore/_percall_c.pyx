@@ -11,6 +11,7 @@ methods the subclass defines (``_verdict``, ``_decide``, ``_observe``).
 """
 
 cimport cython
+from cpython.contextvars cimport get_value
 from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
@@ -27,11 +28,13 @@ from ._fingerprint_c cimport Encoder, enc_digest, enc_free, enc_init, enc_raw
 
 from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name, is_known_poll
 # The rules behind the C fast path (tried first, in ``plain``): the reference twin.
-from ._outcome_py import hash_outcome as _hash_outcome
-from ._records import NOT_STUCK
+from ._outcome_py import outcome_of as _outcome_of
+from ._percall_py import UNSCOPED
+from ._records import KIND_VALIDATION, KIND_VETO, NOT_STUCK
+from ._scopes import SessionRef
 from ._scopes import scope_key as _py_scope_key
 
-__all__ = ["IMPLEMENTATION", "DetectorCalls", "GuardCalls"]
+__all__ = ["IMPLEMENTATION", "UNSCOPED", "DetectorCalls", "GuardCalls"]
 
 IMPLEMENTATION = "cython"
 
@@ -266,14 +269,17 @@ cdef class _Calls:
 
     @cython.final
     cdef object attach(self, object tool_name, object args, object result, object error,
-                       object tool_call_id, object key):
+                       object tool_call_id, object key, bint vetoes=True, bint validation=False):
+        """Record an outcome; a loop veto only when ``vetoes`` (the guard has its own)."""
         valid_tool(tool_name)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         valid_call_id(tool_call_id)
-        cdef uint64_t result_hash = 0
+        cdef uint64_t result_hash = 0, identity = 0
+        cdef bint has_result = True, has_identity = False, no_progress = False
+        cdef int kind = 0
         unknown = None
         if not self.plain(tool_name, result, error, &result_hash):
-            found = _hash_outcome(
+            found = _outcome_of(
                 tool_name,
                 args,
                 result=result,
@@ -281,13 +287,31 @@ cdef class _Calls:
                 normalizers=self._normalizers,
                 send_tools=self._send_tools,
             )
-            if found[0] is None:
+            kind = found[2]
+            if kind == KIND_VETO:
+                if not vetoes:
+                    return None
+                has_result = False
+            elif found[0] is None:
                 return None
-            result_hash = found[0]
+            else:
+                result_hash = found[0]
             unknown = found[1]
+            if found[3] is not None:
+                identity = found[3]
+                has_identity = True
+            no_progress = found[4]
+        if validation and kind != KIND_VETO:
+            kind = KIND_VALIDATION
         if self.ring is not None:
-            return self.ring.attach_c(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
-        return self._store.attach(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
+            return self.ring.attach_c(
+                key, tool_name, args_hash, tool_call_id, result_hash, has_result, unknown, kind,
+                identity, has_identity, no_progress,
+            )
+        return self._store.attach(
+            key, tool_name, args_hash, tool_call_id, result_hash if has_result else None,
+            unknown, kind, identity if has_identity else None, no_progress,
+        )
 
     @cython.final
     cdef bint plain(self, object tool_name, object result, object error, uint64_t *out) except -1:
@@ -301,7 +325,7 @@ cdef class _Calls:
     @cython.final
     cdef object verdict_of(self, object key, int64_t key_hash, object tool_name, object args,
                            uint64_t args_hash, bint append, object tool_call_id):
-        """NOT_STUCK for a quiet scan (appended when ``append``), else the policy's verdict.
+        """None for a quiet scan (appended when ``append``), else the policy's verdict.
 
         ``key_hash`` is what ``warm`` returned (unused without the compiled ring).
         """
@@ -316,13 +340,13 @@ cdef class _Calls:
                     key, tool_name, args_hash, self._alarm, self._unknown_alarm
                 )
             if stats is None:
-                return NOT_STUCK
+                return None
             return self._verdict(stats, tool_name, args, args_hash)
         if not self.ring.scan_raw(
             key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
             tool_call_id, &scan,
         ):
-            return NOT_STUCK
+            return None
         if type(tool_name) is not str:  # its own __format__ may write the message
             stats = self.ring.stats(&scan)
             if stats is None:  # a name moved meanwhile (another thread): scan again
@@ -331,7 +355,7 @@ cdef class _Calls:
                 )
             return self._verdict(stats, tool_name, args, args_hash)
         cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
-            tool_name == "process" or tool_name == "command_status"
+            tool_name == "process" or tool_name == "command_status" or tool_name == "wait"
         ) else 0
         cdef Encoder enc
         enc_init(&enc)
@@ -360,7 +384,7 @@ cdef class _Calls:
     cdef int append(self, object key, object tool_name, uint64_t args_hash,
                     object tool_call_id) except -1:
         if self.ring is not None:
-            return self.ring.append_c(key, tool_name, args_hash, tool_call_id)
+            return self.ring.append_c(key, tool_name, args_hash, tool_call_id, 0)
         self._store.append(key, tool_name, args_hash, tool_call_id)
         return 0
 
@@ -383,7 +407,8 @@ cdef class DetectorCalls(_Calls):
             return NOT_STUCK
         cdef int64_t key_hash = self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
-        return self.verdict_of(key, key_hash, tool_name, args, args_hash, False, None)
+        verdict = self.verdict_of(key, key_hash, tool_name, args, args_hash, False, None)
+        return NOT_STUCK if verdict is None else verdict
 
     def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
         """Append a call (without outcome) to its scope's history."""
@@ -403,10 +428,12 @@ cdef class DetectorCalls(_Calls):
         tool_call_id=None,
         session=None,
         run_id=None,
+        validation_failure=False,
     ):
         """Attach an outcome to the newest pending matching call, or append one."""
         return self.attach(
-            tool_name, args, result, error, tool_call_id, self.key_of(session, run_id)
+            tool_name, args, result, error, tool_call_id, self.key_of(session, run_id),
+            True, validation_failure is True,
         )
 
 
@@ -414,27 +441,63 @@ cdef class GuardCalls(_Calls):
     """``ToolLoopGuard``'s two calls around a tool execution."""
 
     cdef readonly dict _armed
+    cdef readonly dict _churning
+    cdef readonly dict _noted
     cdef readonly object _allowed
+    cdef readonly object _scope_var
+    # Every call checked (the batch admission adds its own): ``stats().calls``.
+    cdef public Py_ssize_t _calls
 
-    def _bind_guard(self, dict armed, allowed):
+    def _bind_guard(self, dict armed, dict churning, dict noted, allowed, scope_var):
         self._armed = armed
+        self._churning = churning
+        self._noted = noted
         self._allowed = allowed
+        self._scope_var = scope_var
+        self._calls = 0
 
-    def before_call(self, tool_name, args, *, tool_call_id=None, session=None, run_id=None):
-        """Check a call about to run; record it unless it is blocked."""
-        key = self.key_of(session, run_id)
+    def _active_key(self, session, run_id):
+        """SPEC §9.2: a keyword left out is the active ``scope()``'s."""
+        return self.active_key(session, run_id)
+
+    @cython.final
+    cdef object active_key(self, object session, object run_id):
+        active = <tuple>get_value(self._scope_var)
+        if session is UNSCOPED:
+            session = active[0]
+            if type(session) is SessionRef:  # as the tables hold a host object
+                session = (<object>session).value
+        if run_id is UNSCOPED:
+            run_id = active[1]
+        return self.key_of(session, run_id)
+
+    def before_call(
+        self, tool_name, args, *, tool_call_id=None, session=UNSCOPED, run_id=UNSCOPED
+    ):
+        """Check a call about to run; record it (a blocked one as a loop veto)."""
+        if session is UNSCOPED or run_id is UNSCOPED:
+            key = self.active_key(session, run_id)
+        else:
+            key = self.key_of(session, run_id)
         valid_tool(tool_name)
         valid_call_id(tool_call_id)
         cdef int64_t key_hash = self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
+        self._calls += 1
         if not self._enabled:
             self.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        verdict = self.verdict_of(key, key_hash, tool_name, args, args_hash, True, tool_call_id)
-        if verdict is NOT_STUCK:
-            return self._allowed  # quiet: already appended
-        if not verdict.stuck:
-            self.append(key, tool_name, args_hash, tool_call_id)
+        try:
+            verdict = self.verdict_of(
+                key, key_hash, tool_name, args, args_hash, True, tool_call_id
+            )
+        except Exception as exc:  # SPEC §8.2: a check that fails blocks
+            return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
+        if verdict is None or not verdict.stuck:
+            if verdict is not None:  # quiet scans appended the call already
+                self.append(key, tool_name, args_hash, tool_call_id)
+            if self._churning and key in self._churning:
+                self._settle(key)
             return self._allowed
         return self._decide(verdict, tool_name, args_hash, key, tool_call_id)
 
@@ -446,12 +509,20 @@ cdef class GuardCalls(_Calls):
         result=UNSET,
         error=UNSET,
         tool_call_id=None,
-        session=None,
-        run_id=None,
+        session=UNSCOPED,
+        run_id=UNSCOPED,
     ):
-        """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
-        key = self.key_of(session, run_id)
-        record = self.attach(tool_name, args, result, error, tool_call_id, key)
-        if not self._armed:
-            return record
-        return self._observe(record, tool_name, args, key)
+        """Record a call's outcome; the result the model should see (with a warning's note).
+
+        Raises CompactionLoopPersisted when the post-compaction guard trips.
+        """
+        if session is UNSCOPED or run_id is UNSCOPED:
+            key = self.active_key(session, run_id)
+        else:
+            key = self.key_of(session, run_id)
+        record = self.attach(tool_name, args, result, error, tool_call_id, key, False, False)
+        if self._armed:
+            self._observe(record, tool_name, args, key)
+        if self._noted and key in self._noted:
+            return self._annotated(record, key, result)
+        return None if result is UNSET else result

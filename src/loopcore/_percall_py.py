@@ -13,6 +13,7 @@ a stuck verdict does; ``_observe``: the post-compaction guard), plain Python in
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from ._outcome_py import (
@@ -21,14 +22,29 @@ from ._outcome_py import (
     check_call_id,
     check_tool_name,
     hash_call,
-    hash_outcome,
+    outcome_of,
 )
-from ._records import NOT_STUCK, CallRecord, ScanStats, Verdict
-from ._scopes import ScopeKey, scope_key
+from ._records import KIND_VALIDATION, KIND_VETO, NOT_STUCK, CallRecord, ScanStats, Verdict
+from ._scopes import ScopeKey, scope_key, session_of
 
-__all__ = ["IMPLEMENTATION", "DetectorCalls", "GuardCalls"]
+__all__ = ["IMPLEMENTATION", "UNSCOPED", "DetectorCalls", "GuardCalls"]
 
 IMPLEMENTATION = "python"
+
+
+class _Unscoped:
+    """The default of a guard's ``session``/``run_id``: "use the active ``scope()``" (§9.2)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<active scope>"
+
+    def __reduce__(self) -> str:
+        return "UNSCOPED"
+
+
+UNSCOPED: Any = _Unscoped()
 
 
 class _Calls:
@@ -66,10 +82,13 @@ class _Calls:
         error: Any,
         tool_call_id: str | None,
         key: ScopeKey,
+        vetoes: bool = True,
+        validation: bool = False,
     ) -> CallRecord | None:
+        """Record an outcome; a loop veto only when ``vetoes`` (the guard has its own)."""
         args_hash = hash_call(tool_name, args)
         check_call_id(tool_call_id)
-        result_hash, unknown = hash_outcome(
+        result_hash, unknown, kind, identity, no_progress = outcome_of(
             tool_name,
             args,
             result=result,
@@ -77,10 +96,16 @@ class _Calls:
             normalizers=self._normalizers,
             send_tools=self._send_tools,
         )
-        if result_hash is None:
+        if kind == KIND_VETO:
+            if not vetoes:
+                return None
+        elif result_hash is None:
             return None
+        elif validation:
+            kind = KIND_VALIDATION
         record: CallRecord = self._store.attach(
-            key, tool_name, args_hash, tool_call_id, result_hash, unknown
+            key, tool_name, args_hash, tool_call_id, result_hash, unknown, kind, identity,
+            no_progress,
         )
         return record
 
@@ -130,10 +155,17 @@ class DetectorCalls(_Calls):
         tool_call_id: str | None = None,
         session: Hashable = None,
         run_id: str | None = None,
+        validation_failure: bool = False,
     ) -> CallRecord | None:
         """Attach an outcome to the newest pending matching call, or append one."""
         return self._attach(
-            tool_name, args, result, error, tool_call_id, scope_key(session, run_id)
+            tool_name,
+            args,
+            result,
+            error,
+            tool_call_id,
+            scope_key(session, run_id),
+            validation=validation_failure is True,
         )
 
 
@@ -141,11 +173,34 @@ class GuardCalls(_Calls):
     """``ToolLoopGuard``'s two calls around a tool execution."""
 
     _armed: Mapping[ScopeKey, object]
+    _churning: Mapping[ScopeKey, object]
+    _noted: Mapping[ScopeKey, object]
     _allowed: Any
+    _scope_var: ContextVar[ScopeKey]
+    _calls: int
 
-    def _bind_guard(self, armed: Mapping[ScopeKey, object], allowed: Any) -> None:
+    def _bind_guard(
+        self,
+        armed: Mapping[ScopeKey, object],
+        churning: Mapping[ScopeKey, object],
+        noted: Mapping[ScopeKey, object],
+        allowed: Any,
+        scope_var: ContextVar[ScopeKey],
+    ) -> None:
         self._armed = armed
+        self._churning = churning
+        self._noted = noted
         self._allowed = allowed
+        self._scope_var = scope_var
+        self._calls = 0
+
+    def _active_key(self, session: Hashable, run_id: Any) -> ScopeKey:
+        """SPEC §9.2: a keyword left out is the active ``scope()``'s."""
+        active = self._scope_var.get()
+        return scope_key(
+            session_of(active) if session is UNSCOPED else session,
+            active[1] if run_id is UNSCOPED else run_id,
+        )
 
     def _verdict(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
         raise NotImplementedError  # the policy subclass decides
@@ -165,30 +220,52 @@ class GuardCalls(_Calls):
     ) -> CallRecord | None:
         raise NotImplementedError  # the policy subclass decides
 
+    def _settle(self, key: ScopeKey) -> None:
+        raise NotImplementedError  # the policy subclass ends a churn
+
+    def _fail_closed(
+        self, error: Exception, tool_name: str, args_hash: int, key: ScopeKey, call_id: Any
+    ) -> Any:
+        raise NotImplementedError  # the policy subclass blocks
+
+    def _annotated(self, record: CallRecord | None, key: ScopeKey, result: Any) -> Any:
+        raise NotImplementedError  # the policy subclass adds a warning's note
+
     def before_call(
         self,
         tool_name: str,
         args: Any,
         *,
         tool_call_id: str | None = None,
-        session: Hashable = None,
-        run_id: str | None = None,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
     ) -> Any:
-        """Check a call about to run; record it unless it is blocked."""
-        key = scope_key(session, run_id)
+        """Check a call about to run; record it (a blocked one as a loop veto)."""
+        if session is UNSCOPED or run_id is UNSCOPED:
+            key = self._active_key(session, run_id)
+        else:
+            key = scope_key(session, run_id)
         args_hash = hash_call(tool_name, args)
         check_call_id(tool_call_id)
+        self._calls += 1
         if not self._enabled:
             self._store.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        stats = self._store.scan_append(
-            key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
-        )
-        if stats is None:
-            return self._allowed  # quiet: already appended
-        verdict = self._verdict(stats, tool_name, args, args_hash)
-        if not verdict.stuck:
-            self._store.append(key, tool_name, args_hash, tool_call_id)
+        try:
+            stats = self._store.scan_append(
+                key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
+            )
+            if stats is None:  # quiet: already appended
+                verdict = None
+            else:
+                verdict = self._verdict(stats, tool_name, args, args_hash)
+        except Exception as exc:  # SPEC §8.2: a check that fails blocks
+            return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
+        if verdict is None or not verdict.stuck:
+            if verdict is not None:
+                self._store.append(key, tool_name, args_hash, tool_call_id)
+            if self._churning and key in self._churning:
+                self._settle(key)
             return self._allowed
         return self._decide(verdict, tool_name, args_hash, key, tool_call_id)
 
@@ -200,12 +277,20 @@ class GuardCalls(_Calls):
         result: Any = UNSET,
         error: Any = UNSET,
         tool_call_id: str | None = None,
-        session: Hashable = None,
-        run_id: str | None = None,
-    ) -> CallRecord | None:
-        """Record a call's outcome; raises CompactionLoopPersisted when the guard trips."""
-        key = scope_key(session, run_id)
-        record = self._attach(tool_name, args, result, error, tool_call_id, key)
-        if not self._armed:
-            return record
-        return self._observe(record, tool_name, args, key)
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> Any:
+        """Record a call's outcome; the result the model should see (with a warning's note).
+
+        Raises CompactionLoopPersisted when the post-compaction guard trips.
+        """
+        if session is UNSCOPED or run_id is UNSCOPED:
+            key = self._active_key(session, run_id)
+        else:
+            key = scope_key(session, run_id)
+        record = self._attach(tool_name, args, result, error, tool_call_id, key, vetoes=False)
+        if self._armed:
+            self._observe(record, tool_name, args, key)
+        if self._noted and key in self._noted:
+            return self._annotated(record, key, result)
+        return None if result is UNSET else result

@@ -10,9 +10,32 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-__all__ = ["NOT_STUCK", "CallRecord", "Level", "ScanStats", "Verdict"]
+__all__ = [
+    "KIND_NONE",
+    "KIND_TERMINAL_EXEC",
+    "KIND_VALIDATION",
+    "KIND_VETO",
+    "NOT_STUCK",
+    "OUTCOME_KINDS",
+    "CallRecord",
+    "Level",
+    "OutcomeKind",
+    "ScanStats",
+    "Verdict",
+]
 
 Level = Literal["warning", "critical"]
+OutcomeKind = Literal["tool-loop-veto", "terminal-exec-failure", "argument-validation"]
+
+#: Codes of a record's outcome kind (SPEC §8.0), as the rings store them.
+KIND_NONE, KIND_VETO, KIND_TERMINAL_EXEC, KIND_VALIDATION = 0, 1, 2, 3
+#: A kind's name by its code (0: an ordinary outcome, or none yet).
+OUTCOME_KINDS: tuple[OutcomeKind | None, ...] = (
+    None,
+    "tool-loop-veto",
+    "terminal-exec-failure",
+    "argument-validation",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +50,17 @@ class CallRecord:
     timestamp: float
     result_hash: int | None = None
     unknown_tool_name: str | None = None
+    #: SPEC §8.0: what kind of outcome completed the record, if a special one
+    outcome_kind: OutcomeKind | None = None
+    #: SPEC §8.4: a terminal exec failure's identity across drifting output
+    failure_identity_hash: int | None = None
+    #: the outcome itself proves nothing changed (an error, a write no-op)
+    no_progress: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Has the call an outcome (a result hash, or a veto or other kind)?"""
+        return self.result_hash is not None or self.outcome_kind is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +74,8 @@ class Verdict:
     message: str | None = None
     paired_tool_name: str | None = None
     warning_key: str | None = None
+    #: SPEC §8.3: ``"argument_churn"`` when the call keeps a stalled churn going
+    liveness_signal: str | None = None
 
     def __bool__(self) -> bool:
         return self.stuck
@@ -53,9 +89,10 @@ class ScanStats(NamedTuple):
 
     #: earlier records with the same args hash, with or without results
     recent: int = 0
-    #: no-progress streak: newest results of this args hash equal to the newest one
+    #: no-progress streak (SPEC §8.1, vetoes counted; for exec the terminal
+    #: streak of §8.4 when it is longer)
     streak: int = 0
-    #: the newest result of this args hash (the streak's reference), if any
+    #: the result the streak is counted against (the warning key's reference)
     reference: int | None = None
     #: newest-first run of this tool failing with the same unknown tool name
     unknown_streak: int = 0
@@ -65,5 +102,9 @@ class ScanStats(NamedTuple):
     #: tool and args hash of the newest record (the other side of the alternation)
     paired_tool: str | None = None
     paired_hash: int = 0
-    #: every tail record has a result and each side's results are all equal
+    #: every non-veto tail record has a result and each side's results are all equal
     pingpong_no_progress: bool = False
+    #: SPEC §8.3: calls in this tool's argument-churn tail when ``args_hash`` is a
+    #: stable variant of a churn, else 0; and the number of stable variants
+    churn: int = 0
+    churn_variants: int = 0

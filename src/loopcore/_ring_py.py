@@ -1,23 +1,23 @@
-"""Where are a scope's recent calls kept, and what does one scan count? (SPEC §3-4, Python twin)
+"""Where are a scope's recent calls kept, and what does one scan count? (SPEC §3-4, §8, Python twin)
 
 A ``RingStore`` keeps, per scope key, a ring of the last ``history_size``
-records and answers in hashes and numbers only: it appends calls, attaches
-outcomes, and scans a ring once, newest first, for every count the verdict
+records and answers in hashes and numbers only: it appends calls and vetoes,
+attaches outcomes, and scans a ring newest first for every count the verdict
 table needs (``ScanStats``), or ``None`` ("quiet") when no count reaches the
 alarm thresholds it is given, so the common call skips the table. It never
 hashes a value, decides a verdict or calls back into the layers above. The
-compiled twin keeps the same contract over one slab of fixed-width rows.
+compiled twin keeps the same contract over fixed-width rows.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 from ._names import exact_str
-from ._records import CallRecord, ScanStats
+from ._records import KIND_TERMINAL_EXEC, KIND_VETO, OUTCOME_KINDS, CallRecord, ScanStats
 from ._scopes import ScopeKey, ScopeLock, ScopeTable, session_of
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
@@ -25,90 +25,214 @@ __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 IMPLEMENTATION = "python"
 
 # Field positions of a stored record (a list, so an outcome can be filled in place).
-_TOOL, _ARGS, _CALL_ID, _TS, _RESULT, _UNKNOWN = range(6)
+_TOOL, _ARGS, _CALL_ID, _TS, _RESULT, _UNKNOWN, _KIND, _IDENTITY, _STALE = range(9)
+
+#: Calls of one argument variant that make it a stable part of a churn (SPEC §8.3).
+STABLE_VARIANT = 3
 
 _EMPTY = ScanStats()
 
 
-def scan_window(ring: Sequence[list[Any]], tool_name: str, args_hash: int) -> ScanStats:
-    """Every SPEC §4 count over a non-empty ring of records, oldest first."""
-    newest = ring[-1]
-    side_a = newest[_ARGS]
-    side_b = None
-    tail = 1
-    tail_open = True
-    results_a: object = newest[_RESULT]
-    results_b: object = None
-    no_progress = results_a is not None
+def _record(tool: str, args_hash: int, call_id: str | None, now: float) -> list[Any]:
+    return [tool, args_hash, call_id, now, None, None, 0, None, False]
 
-    unknown_name = newest[_UNKNOWN] if newest[_TOOL] == tool_name else None
-    unknown_streak = 0
-    unknown_open = unknown_name is not None
 
-    recent = 0
-    streak = 0
-    reference: object = None
-    streak_open = True
+def _complete(record: Sequence[Any]) -> bool:
+    return record[_RESULT] is not None or record[_KIND] != 0
 
-    for position, record in enumerate(reversed(ring)):
-        record_hash = record[_ARGS]
+
+def _no_progress_streak(newest_first: Sequence[Any], tool: str, h: int) -> tuple[int, Any]:
+    """SPEC §8.1: equal results of this call, each carrying the vetoes newer than it."""
+    pending = streak = 0
+    reference = None
+    for record in newest_first:
+        if record[_ARGS] != h or record[_TOOL] != tool:
+            continue
+        if record[_KIND] == KIND_VETO:
+            pending += 1
+        elif record[_RESULT] is not None:
+            if reference is None:
+                reference = record[_RESULT]
+            elif record[_RESULT] != reference:
+                break
+            streak += pending + 1
+            pending = 0
+    return (streak if reference is not None else pending), reference
+
+
+def _terminal_streak(newest_first: Sequence[Any], tool: str) -> tuple[int, Any]:
+    """SPEC §8.4: terminal failures of this tool across changing commands."""
+    pending = streak = 0
+    anchor: list[Any] | None = None
+    for record in newest_first:
+        if record[_TOOL] != tool:
+            break
+        if record[_KIND] == KIND_VETO:
+            pending += 1
+            continue
+        if record[_RESULT] is None:
+            continue
+        if record[_KIND] != KIND_TERMINAL_EXEC:
+            break
+        if anchor is None:
+            anchor = record
+        elif record[_RESULT] != anchor[_RESULT] and (
+            record[_ARGS] != anchor[_ARGS] or record[_IDENTITY] != anchor[_IDENTITY]
+        ):
+            break
+        streak += pending + 1
+        pending = 0
+    return streak, (anchor[_RESULT] if anchor is not None else None)
+
+
+def _churn(newest_first: Sequence[Any], tool: str, h: int) -> tuple[int, int]:
+    """SPEC §8.3: ``(calls, stable variants)`` of a churn ``h`` is part of, else ``(0, 0)``."""
+    variants: dict[int, list[Any]] = {}
+    for record in newest_first:
+        if record[_TOOL] != tool:
+            break
         result = record[_RESULT]
-        if record_hash == args_hash:
-            recent += 1
-            if streak_open and result is not None:
-                if reference is None:
-                    reference = result
-                    streak = 1
-                elif result == reference:
-                    streak += 1
-                else:
-                    streak_open = False
-        if unknown_open:
-            if record[_TOOL] == tool_name and record[_UNKNOWN] == unknown_name:
-                unknown_streak += 1
-            else:
-                unknown_open = False
-        if tail_open and position > 0:
-            if position == 1:
-                if record_hash == side_a:
-                    tail_open = False
-                    continue
-                side_b = record_hash
-                results_b = result
-            elif record_hash != (side_a if position % 2 == 0 else side_b):
-                tail_open = False
-                continue
-            tail += 1
-            if result is None:
-                no_progress = False
-            elif position % 2 == 0:
-                no_progress = no_progress and result == results_a
-            else:
-                no_progress = no_progress and result == results_b
+        if result is None:
+            continue
+        if not record[_STALE]:
+            break
+        seen = variants.get(record[_ARGS])
+        if seen is None:
+            variants[record[_ARGS]] = [result, 1]
+        elif seen[0] != result:
+            break
+        else:
+            seen[1] += 1
+    if len(variants) < 2 or h not in variants:
+        return 0, 0
+    if any(count < STABLE_VARIANT for _, count in variants.values()):
+        return 0, 0
+    if len({result for result, _ in variants.values()}) != 1:
+        return 0, 0
+    return sum(count for _, count in variants.values()), len(variants)
 
-    pingpong = tail + 1 if tail >= 2 and args_hash == side_b else 0
+
+def _unknown_streak(newest_first: Sequence[Any], tool: str) -> tuple[int, Any]:
+    """Newest-first failures of this tool naming one unknown tool; vetoes skipped (§8.1)."""
+    name = None
+    streak = 0
+    for record in newest_first:
+        if record[_KIND] == KIND_VETO:
+            continue
+        if record[_TOOL] != tool or record[_UNKNOWN] is None:
+            break
+        if name is None:
+            name = record[_UNKNOWN]
+        elif record[_UNKNOWN] != name:
+            break
+        streak += 1
+    return streak, name
+
+
+def _pingpong(newest_first: Sequence[Any], h: int) -> tuple[int, bool]:
+    """SPEC §4 with §12.4: the alternation ``h`` continues, and whether it shows no progress.
+
+    Veto records take part in the alternation by their hash and are neutral
+    for progress: each side is judged on its records that are not vetoes.
+    """
+    side_a = newest_first[0][_ARGS]
+    side_b = None
+    tail = 0
+    sides: list[list[Any]] = [[], []]
+    missing = False
+    for position, record in enumerate(newest_first):
+        if position == 1:
+            if record[_ARGS] == side_a:
+                break
+            side_b = record[_ARGS]
+        elif position > 1 and record[_ARGS] != (side_a if position % 2 == 0 else side_b):
+            break
+        tail += 1
+        if record[_KIND] == KIND_VETO:
+            continue
+        if record[_RESULT] is None:
+            missing = True
+        else:
+            sides[position % 2].append(record[_RESULT])
+    if tail < 2 or h != side_b:
+        return 0, False
+    no_progress = (
+        not missing
+        and all(sides)
+        and all(result == side[0] for side in sides for result in side)
+    )
+    return tail + 1, no_progress
+
+
+def scan_window(ring: Sequence[Sequence[Any]], tool_name: str, args_hash: int) -> ScanStats:
+    """Every SPEC §4/§8 count over a non-empty ring of records, oldest first."""
+    newest_first = list(reversed(ring))
+    recent = sum(1 for record in ring if record[_ARGS] == args_hash)
+    streak, reference = _no_progress_streak(newest_first, tool_name, args_hash)
+    terminal, anchor = _terminal_streak(newest_first, tool_name)
+    if terminal > streak:
+        streak, reference = terminal, anchor
+    unknown_streak, unknown_name = _unknown_streak(newest_first, tool_name)
+    pingpong, no_progress = _pingpong(newest_first, args_hash)
+    churn, variants = _churn(newest_first, tool_name, args_hash)
     return ScanStats(
         recent=recent,
         streak=streak,
-        reference=reference,  # type: ignore[arg-type]
+        reference=reference,
         unknown_streak=unknown_streak,
         unknown_name=unknown_name if unknown_streak else None,
         pingpong=pingpong,
-        paired_tool=newest[_TOOL] if pingpong else None,
-        paired_hash=side_a,
-        pingpong_no_progress=bool(pingpong) and no_progress,
+        paired_tool=newest_first[0][_TOOL] if pingpong else None,
+        paired_hash=newest_first[0][_ARGS],
+        pingpong_no_progress=no_progress,
+        churn=churn,
+        churn_variants=variants,
     )
 
 
 def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
-    return stats.recent < alarm and stats.pingpong < alarm and stats.unknown_streak < unknown_alarm
+    return (
+        stats.recent < alarm
+        and stats.streak < alarm
+        and stats.pingpong < alarm
+        and stats.churn < alarm
+        and stats.unknown_streak < unknown_alarm
+    )
 
 
 def _as_record(key: ScopeKey, record: list[Any]) -> CallRecord:
-    tool_name, args_hash, tool_call_id, timestamp, result_hash, unknown = record
+    tool, args_hash, call_id, ts, result, unknown, kind, identity, stale = record
     return CallRecord(
-        tool_name, args_hash, tool_call_id, session_of(key), key[1], timestamp, result_hash, unknown
+        tool,
+        args_hash,
+        call_id,
+        session_of(key),
+        key[1],
+        ts,
+        result,
+        unknown,
+        OUTCOME_KINDS[kind],
+        identity,
+        stale,
     )
+
+
+def _pending_match(
+    ring: Sequence[list[Any]], tool: str, h: int, call_id: str | None
+) -> list[Any] | None:
+    """SPEC §9.1 (a)-(c): the pending record an outcome (or a reconcile) belongs to."""
+    pending = [r for r in reversed(ring) if not _complete(r) and r[_TOOL] == tool]
+    same = [r for r in pending if r[_ARGS] == h] if h is not None else pending
+    if call_id is not None:
+        for record in same:  # (a) the call with this id
+            if record[_CALL_ID] == call_id:
+                return record
+        for record in same:  # (b) a call whose id was not known when it started
+            if record[_CALL_ID] is None:
+                return record
+        if any(r[_CALL_ID] == call_id for r in ring if not _complete(r)):
+            return None  # the id belongs to another call still running
+    return same[0] if same else None  # (c)
 
 
 class RingStore:
@@ -119,13 +243,15 @@ class RingStore:
     record; the least recently used scope is evicted to make room for a new one.
     """
 
-    __slots__ = ("_lock", "_rings", "history_size")
+    __slots__ = ("_lock", "_rings", "evicted", "history_size")
 
     def __init__(self, history_size: int, max_scopes: int) -> None:
         if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
             raise ValueError(f"history_size: expected a positive integer, got {history_size!r}")
         self.history_size = history_size
         self._rings: ScopeTable[deque[list[Any]]] = ScopeTable(max_scopes)
+        #: scopes evicted to make room (LRU), for ``stats()``
+        self.evicted = 0
         # Store operations are compound (LRU touch, eviction, in-place fill): one
         # lock keeps them consistent across threads, and no host code runs under it.
         self._lock = ScopeLock()
@@ -161,20 +287,24 @@ class RingStore:
         with self._lock:
             stats = self._scan(key, tool_name, args_hash)
             if _quiet(stats, alarm, unknown_alarm):
-                self._append(key, [tool_name, args_hash, tool_call_id, time.time(), None, None])
+                self._append(key, _record(tool_name, args_hash, tool_call_id, time.time()))
                 return None
         return stats
 
     def append(
-        self, key: ScopeKey, tool_name: str, args_hash: int, tool_call_id: str | None
+        self,
+        key: ScopeKey,
+        tool_name: str,
+        args_hash: int,
+        tool_call_id: str | None,
+        kind: int = 0,
     ) -> None:
-        """Append a call without outcome; the oldest record falls out past ``history_size``."""
-        # Exact str: a str subclass's own methods (a ``__del__`` run when a record falls
-        # out under the lock) never run in the store.
+        """Append a call without outcome (``kind``: a veto); the oldest falls out when full."""
         tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
-        now = time.time()
+        record = _record(tool_name, args_hash, tool_call_id, time.time())
+        record[_KIND] = kind
         with self._lock:
-            self._append(key, [tool_name, args_hash, tool_call_id, now, None, None])
+            self._append(key, record)
 
     def attach(
         self,
@@ -182,31 +312,97 @@ class RingStore:
         tool_name: str,
         args_hash: int,
         tool_call_id: str | None,
-        result_hash: int,
+        result_hash: int | None,
         unknown: str | None,
+        kind: int = 0,
+        identity: int | None = None,
+        no_progress: bool = False,
     ) -> CallRecord:
-        """Fill the newest pending record of this call (SPEC §3), or append one; return it."""
-        # Exact str: a str subclass's own methods (a ``__del__`` run when a record falls
-        # out under the lock) never run in the store.
+        """Complete the pending record of this call (SPEC §9.1), or append one; return it.
+
+        An outcome already recorded under this call id (SPEC §12.7), or a veto
+        already recorded under it (§8.1), returns that record unchanged.
+        """
         tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
         unknown = exact_str(unknown)
         now = time.time()
         with self._lock:
+            ring = self._rings.get(key) or ()
+            found = None
+            if tool_call_id is not None:
+                found = self._recorded(ring, tool_name, args_hash, tool_call_id, kind)
+            if found is None:
+                record = _pending_match(ring, tool_name, args_hash, tool_call_id)
+                if record is None:
+                    record = _record(tool_name, args_hash, tool_call_id, now)
+                    self._append(key, record)
+                elif tool_call_id is not None and record[_CALL_ID] is None:
+                    record[_CALL_ID] = tool_call_id
+                record[_RESULT] = result_hash
+                record[_UNKNOWN] = unknown
+                record[_KIND] = kind
+                record[_IDENTITY] = identity
+                record[_STALE] = bool(no_progress)
+                found = record
+            return _as_record(key, found)
+
+    @staticmethod
+    def _recorded(
+        ring: Sequence[list[Any]], tool: str, h: int, call_id: str, kind: int
+    ) -> list[Any] | None:
+        """The complete record this outcome repeats, if it was recorded already."""
+        for record in reversed(ring):
+            if record[_CALL_ID] != call_id or not _complete(record):
+                continue
+            if kind == KIND_VETO:
+                if record[_KIND] == KIND_VETO:
+                    return record
+            elif record[_TOOL] == tool and record[_ARGS] == h and record[_KIND] != KIND_VETO:
+                return record
+        return None
+
+    def release(self, key: ScopeKey, tool_call_ids: Collection[str]) -> int:
+        """Remove the pending records of these call ids (admitted, then skipped)."""
+        # Exact strs in a set of our own: a host collection's ``__contains__`` never
+        # runs under the lock.
+        ids = frozenset(exact_str(i) for i in tool_call_ids if isinstance(i, str))
+        with self._lock:
             ring = self._rings.get(key)
-            for record in reversed(ring or ()):
-                if (
-                    record[_RESULT] is None
-                    and record[_ARGS] == args_hash
-                    and record[_TOOL] == tool_name
-                    and (tool_call_id is None or record[_CALL_ID] == tool_call_id)
-                ):
-                    record[_RESULT] = result_hash
-                    record[_UNKNOWN] = unknown
-                    break
-            else:
-                record = [tool_name, args_hash, tool_call_id, now, result_hash, unknown]
-                self._append(key, record)
-            return _as_record(key, record)
+            if not ring:
+                return 0
+            kept = [r for r in ring if _complete(r) or r[_CALL_ID] not in ids]
+            removed = len(ring) - len(kept)
+            if removed:
+                dead = list(ring)
+                ring.clear()
+                ring.extend(kept)
+                self._lock.bury(dead)
+            return removed
+
+    def reconcile(
+        self, key: ScopeKey, tool_name: str, args_hash: int, tool_call_id: str | None
+    ) -> tuple[bool, bool, int, int]:
+        """SPEC §8.7: re-hash the pending call a pre-call hook rewrote.
+
+        Returns ``(found, changed, churn, variants)``: the churn count of the
+        new hash over the records older than the call.
+        """
+        tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
+        with self._lock:
+            ring = self._rings.get(key)
+            record = _pending_match(ring or (), tool_name, None, tool_call_id)  # type: ignore[arg-type]
+            if ring is None or record is None:
+                return False, False, 0, 0
+            changed = record[_ARGS] != args_hash
+            record[_ARGS] = args_hash
+            older = list(ring)[: next(i for i, r in enumerate(ring) if r is record)]
+            churn, variants = _churn(older[::-1], tool_name, args_hash)
+            return True, changed, churn, variants
+
+    def window(self, key: ScopeKey) -> list[list[Any]]:
+        """A copy of the scope's raw records, oldest first (for projected scans)."""
+        with self._lock:
+            return [list(record) for record in self._rings.get(key) or ()]
 
     def history(self, key: ScopeKey) -> list[CallRecord]:
         """The scope's records, oldest first."""
@@ -234,5 +430,7 @@ class RingStore:
         ring = self._rings.get(key)
         if ring is None:
             ring = deque(maxlen=self.history_size)
-            self._lock.bury(*self._rings.put(key, ring))
+            evicted = self._rings.put(key, ring)
+            self.evicted += len(evicted)
+            self._lock.bury(*evicted)
         ring.append(record)

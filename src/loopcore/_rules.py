@@ -28,6 +28,11 @@ __all__ = [
     "PING_PONG",
     "ROWS",
     "SPECIAL_OUTCOME_TOOLS",
+    "ARGUMENT_CHURN",
+    "LIVENESS_ARGUMENT_CHURN",
+    "LOOP_ADMISSION_FAILURE",
+    "LOOP_STORE_UNAVAILABLE",
+    "churn_on",
     "UNKNOWN_TOOL_REPEAT",
     "Row",
     "Verdicts",
@@ -44,7 +49,14 @@ GLOBAL_CIRCUIT_BREAKER = "global_circuit_breaker"
 KNOWN_POLL_NO_PROGRESS = "known_poll_no_progress"
 PING_PONG = "ping_pong"
 GENERIC_REPEAT = "generic_repeat"
+ARGUMENT_CHURN = "argument_churn"
 COMPACTION_LOOP_PERSISTED = "compaction_loop_persisted"
+#: Not rows of the table: what blocks a call when the check itself failed
+#: (SPEC §8.2) or the shared store could not be reached (§10).
+LOOP_ADMISSION_FAILURE = "loop_admission_failure"
+LOOP_STORE_UNAVAILABLE = "loop_store_unavailable"
+#: ``Verdict.liveness_signal`` of a call that keeps a stalled churn going (SPEC §8.3).
+LIVENESS_ARGUMENT_CHURN = "argument_churn"
 
 #: Detector codes of the batch scans: the index into this tuple (0: none).
 DETECTORS: tuple[str | None, ...] = (
@@ -54,6 +66,7 @@ DETECTORS: tuple[str | None, ...] = (
     KNOWN_POLL_NO_PROGRESS,
     PING_PONG,
     GENERIC_REPEAT,
+    ARGUMENT_CHURN,
 )
 #: Level codes of the batch scans (0: not stuck).
 LEVELS: tuple[Level | None, ...] = (None, "warning", "critical")
@@ -61,7 +74,9 @@ _WARNING, _CRITICAL = 1, 2
 _CODE = {name: code for code, name in enumerate(DETECTORS) if name is not None}
 
 #: Tools whose outcomes follow a rule other than the generic one (SPEC §2).
-SPECIAL_OUTCOME_TOOLS = frozenset({"exec", "process", "sessions_send", "message", "update_plan"})
+SPECIAL_OUTCOME_TOOLS = frozenset(
+    {"exec", "process", "sessions_send", "message", "update_plan", "write", "wait"}
+)
 
 
 class Row(NamedTuple):
@@ -69,8 +84,9 @@ class Row(NamedTuple):
 
     ``when(scan, config)`` and ``count(scan)`` read ``scan.recent``,
     ``scan.streak``, ``scan.unknown_streak``, ``scan.pingpong``,
-    ``scan.pingpong_no_progress`` and ``scan.known_poll``: ints and bools for
-    one call, equal-length numpy columns for many.
+    ``scan.pingpong_no_progress``, ``scan.churn``, ``scan.known_poll`` and
+    ``scan.wait``: ints and bools for one call, equal-length numpy columns for
+    many.
     """
 
     level: int
@@ -91,6 +107,20 @@ def _generic(s: Any, c: LoopDetectionConfig) -> Any:
     return ~s.known_poll & c.detectors.generic_repeat
 
 
+def _poll_critical(s: Any, c: LoopDetectionConfig) -> Any:
+    # SPEC §8.8: ten unchanged outcomes already prove a ``wait`` stuck.
+    return (s.streak >= c.critical_threshold) | (s.wait & (s.streak >= c.warning_threshold))
+
+
+def churn_on(c: LoopDetectionConfig) -> bool:
+    """Is the argument-churn detector on (SPEC §8.3; off means a churn count of 0)?"""
+    return bool(getattr(c.detectors, "argument_churn", True))
+
+
+def _churning(s: Any, c: LoopDetectionConfig) -> Any:
+    return (s.churn >= c.warning_threshold) & churn_on(c)
+
+
 def _streak(s: Any) -> Any:
     return s.streak
 
@@ -99,7 +129,7 @@ def _pingpong(s: Any) -> Any:
     return s.pingpong
 
 
-#: SPEC §4, first match wins.
+#: SPEC §8.9, first match wins.
 ROWS: tuple[Row, ...] = (
     Row(
         _CRITICAL,
@@ -116,7 +146,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         _CRITICAL,
         KNOWN_POLL_NO_PROGRESS,
-        lambda s, c: _poll(s, c) & (s.streak >= c.critical_threshold),
+        lambda s, c: _poll(s, c) & _poll_critical(s, c),
         _streak,
     ),
     Row(
@@ -143,6 +173,7 @@ ROWS: tuple[Row, ...] = (
         lambda s, c: _generic(s, c) & (s.streak >= c.critical_threshold),
         _streak,
     ),
+    Row(_WARNING, ARGUMENT_CHURN, _churning, lambda s: s.churn),
     Row(
         _WARNING,
         GENERIC_REPEAT,
@@ -189,6 +220,8 @@ def verdict(
         stats.pingpong,
         stats.pingpong_no_progress,
         _TRUE if known_poll else _FALSE,
+        _TRUE if tool_name == "wait" else _FALSE,
+        stats.churn,
     )
     for row in ROWS:
         if row.when(scan, config):
@@ -202,8 +235,19 @@ def verdict(
                 message,
                 stats.paired_tool if row.detector == PING_PONG else None,
                 key,
+                _liveness(row, scan, config),
             )
     return NOT_STUCK
+
+
+def _liveness(row: Row, scan: Any, config: LoopDetectionConfig) -> str | None:
+    """SPEC §8.3: the churn row, and the poll and ping-pong warnings of a churning call."""
+    if row.detector == ARGUMENT_CHURN:
+        return LIVENESS_ARGUMENT_CHURN
+    if row.level == _WARNING and row.detector in (KNOWN_POLL_NO_PROGRESS, PING_PONG):
+        if _churning(scan, config):
+            return LIVENESS_ARGUMENT_CHURN
+    return None
 
 
 class _Scan(NamedTuple):
@@ -213,6 +257,8 @@ class _Scan(NamedTuple):
     pingpong: int
     pingpong_no_progress: bool
     known_poll: _Bool
+    wait: _Bool
+    churn: int
 
 
 _TRUE = _Bool(1)
@@ -295,9 +341,8 @@ def _pingpong_text(stats: ScanStats, tool: str, h: int, n: int, level: int) -> t
 def _generic_text(stats: ScanStats, tool: str, h: int, n: int, level: int) -> tuple[str, str]:
     if level == _CRITICAL:
         return (
-            f"CRITICAL: {tool} has been called {n} times with identical arguments and identical "
-            "outcomes; this call is blocked. Repeating it will not change the result: change the "
-            "arguments, try a different approach, or report that you are blocked.",
+            f"CRITICAL: Called {tool} with identical outcomes {n} times. Session execution "
+            "blocked to prevent runaway loops.",
             f"{GENERIC_REPEAT}:critical:{_no_progress_key(stats, tool, h)}",
         )
     return (
@@ -307,12 +352,22 @@ def _generic_text(stats: ScanStats, tool: str, h: int, n: int, level: int) -> tu
     )
 
 
+def _churn_text(stats: ScanStats, tool: str, h: int, n: int, level: int) -> tuple[str, str]:
+    return (
+        f"WARNING: {tool} has cycled through {stats.churn_variants} repeated argument patterns "
+        f"with the same stable outcome {n} times. Continued churn is treated as stalled run "
+        "activity, but this tool call remains allowed.",
+        f"argument-churn:{tool}",
+    )
+
+
 _TEXTS: dict[str, _Text] = {
     UNKNOWN_TOOL_REPEAT: _unknown_text,
     GLOBAL_CIRCUIT_BREAKER: _global_text,
     KNOWN_POLL_NO_PROGRESS: _poll_text,
     PING_PONG: _pingpong_text,
     GENERIC_REPEAT: _generic_text,
+    ARGUMENT_CHURN: _churn_text,
 }
 
 

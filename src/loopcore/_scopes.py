@@ -191,6 +191,12 @@ class ScopeLock:
         self._lock.release()
         del dead  # with the lock released: finalisers may call back in
 
+    @property
+    def raw(self) -> threading.Lock:
+        """The lock itself, without the collector switched off: only for a section
+        that allocates no container (so no collection, and no finaliser, can run)."""
+        return self._lock
+
     def bury(self, *objects: object) -> None:
         """Keep ``objects`` alive until the lock is released (caller holds it)."""
         self._dead.extend(objects)

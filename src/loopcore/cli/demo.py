@@ -1,4 +1,9 @@
-"""``loopcore demo``: a simulated agent that gets stuck three ways, and what the guard does."""
+"""``loopcore demo``: a simulated agent that gets stuck three ways, and what the guard does.
+
+The first story shows recover-once: the warning's note the model reads, the
+first critical blocking one call while the run goes on, and the second
+critical ending the run.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .. import IMPLEMENTATION, CompactionLoopPersisted, LoopEvent, ToolLoopGuard
+from .. import (
+    IMPLEMENTATION,
+    TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE,
+    CompactionLoopPersisted,
+    LoopEvent,
+    ToolLoopGuard,
+)
 
 
 class _Printer:
@@ -61,17 +72,24 @@ _Call = tuple[str, dict[str, Any], Any]
 def _agent(
     out: _Printer, guard: ToolLoopGuard, run_id: str, next_call: Callable[[int], _Call]
 ) -> None:
-    """Let the agent make up to 30 calls, reporting warnings, until one is blocked."""
-    for attempt in range(1, 31):
+    """Let the agent make up to 40 calls, reporting warnings and blocks, until its run ends."""
+    for attempt in range(1, 41):
         tool, args, result = next_call(attempt)
         decision = guard.before_call(tool, args, run_id=run_id)
+        if decision.blocked and decision.terminal:
+            out(f"   call {attempt:2}: BLOCKED again: {decision.reason}", "block")
+            out(f"   run ends: {TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE}", "block")
+            return
         if decision.blocked:
             out(f"   call {attempt:2}: BLOCKED  {decision.reason}", "block")
-            return
+            out("            (the model gets the block as the tool's result; the run goes on)")
+            continue
         if decision.warning is not None:
             out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
-        guard.after_call(tool, args, result=result, run_id=run_id)
-    out("   never blocked (unexpected)")
+        guard.after_call(tool, args, result=result, run_id=run_id)  # the model reads what it returns
+        if decision.model_note is not None:
+            out(f"            the model reads the result with: {decision.model_note}", "warn")
+    out("   never ended (unexpected)")
 
 
 def _story(out: _Printer) -> int:
