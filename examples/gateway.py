@@ -13,6 +13,7 @@ Run: ``python examples/gateway.py`` (needs ``pip install 'loopcore[prometheus]'`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -71,10 +72,8 @@ async def agent(guard: ToolLoopGuard, tools: dict[str, Any], index: int) -> str:
                 if index % 10 == 0:  # stuck: polls a job that never changes
                     await tools["process"]("poll", "job-7")
                 elif index == 1:  # retries a tool that does not exist
-                    try:
+                    with contextlib.suppress(LookupError):
                         tools["invoke"]("web_search")
-                    except LookupError:
-                        pass
                 else:  # making progress: a new file every turn
                     tools["read_file"](f"/src/module_{turn}.py")
             except ToolLoopRunTerminated:

@@ -284,7 +284,8 @@ def test_record_outcome_records_a_loop_veto() -> None:
     assert veto.complete
     det.record_outcome("other", {"p": 1}, result=LOOP_VETO, tool_call_id="v1")
     again = det.record_outcome("other", {"p": 1}, result=LOOP_VETO, tool_call_id="v1")
-    assert again is not None and again.tool_call_id == "v1"
+    assert again is not None
+    assert again.tool_call_id == "v1"
     assert [r.outcome_kind for r in det.history()] == ["tool-loop-veto"] * 2  # idempotent
 
 

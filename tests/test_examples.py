@@ -20,7 +20,8 @@ def test_the_gateway_example_observes_then_enforces() -> None:
     # Observe mode never ends a run; enforce mode ends the stuck ones (10 pollers, 1 retrier).
     assert runs == {"observe": {"finished": 100}, "enforce": {"finished": 89, "terminated": 11}}
     logs = [d for d in documents if "message" in d]
-    assert logs and all(d["loopcore_session"].startswith("session-") for d in logs)
+    assert logs
+    assert all(d["loopcore_session"].startswith("session-") for d in logs)
     assert {d["loopcore_shadow"] for d in logs} == {True, False}
     assert any(d["message"].startswith("would have blocked") for d in logs)
     assert any(d["message"].startswith("Blocking process") for d in logs)

@@ -38,7 +38,7 @@ def test_ids_known_only_after_the_call_still_block_the_poll_loop() -> None:
 
 def _run(guard: ToolLoopGuard, steps: list[tuple[int, str, str]]) -> list[tuple[Any, ...]]:
     out = []
-    for i, (call, before_id, after_id) in enumerate(steps):
+    for call, before_id, after_id in steps:
         args = {"action": "poll", "sessionId": f"s{call}"}
         decision = guard.before_call("process", args, tool_call_id=before_id or None)
         out.append((decision.blocked, decision.verdict.detector, decision.verdict.count))
@@ -114,14 +114,18 @@ def test_lines_carry_the_scope_and_structured_fields(caplog: pytest.LogCaptureFi
     args = {"path": "/secret-token-123"}
     for _ in range(21):
         if not guard.before_call("read", args, session="sess\nFAKE", run_id="r\x1b[31m").blocked:
-            guard.after_call("read", args, result="hunter2", session="sess\nFAKE", run_id="r\x1b[31m")
+            guard.after_call(
+                "read", args, result="hunter2", session="sess\nFAKE", run_id="r\x1b[31m"
+            )
     records = loopcore_records(caplog)
     assert [r.levelno for r in records] == [logging.WARNING, logging.ERROR]
     for record in records:
         text = record.getMessage()
-        assert "\n" not in text and "\x1b" not in text
+        assert "\n" not in text
+        assert "\x1b" not in text
         assert text.endswith(" [session=sess\\nFAKE run_id=r\\x1b[31m]")
-        assert "secret-token" not in text and "hunter2" not in text
+        assert "secret-token" not in text
+        assert "hunter2" not in text
         assert record.loopcore_session == "sess\\nFAKE"  # type: ignore[attr-defined]
         assert record.loopcore_tool == "read"  # type: ignore[attr-defined]
         assert record.loopcore_shadow is False  # type: ignore[attr-defined]
@@ -169,12 +173,19 @@ def test_observe_mode_decides_but_never_acts(caplog: pytest.LogCaptureFixture) -
         decision = guard.before_call("read", args)
         shown.append(guard.after_call("read", args, result="same"))
         assert not decision.blocked
-    assert decision.would_block and decision.terminal
-    assert decision.result_text is None and decision.model_note is None
+    assert decision.would_block
+    assert decision.terminal
+    assert decision.result_text is None
+    assert decision.model_note is None
     assert shown == ["same"] * 25  # no note reaches the model
     assert all(r.outcome_kind is None for r in guard.detector.history())  # every call ran
-    would = [r for r in loopcore_records(caplog, logging.WARNING) if "would have blocked" in r.getMessage()]
-    assert would and all(r.loopcore_shadow for r in would)  # type: ignore[attr-defined]
+    would = [
+        r
+        for r in loopcore_records(caplog, logging.WARNING)
+        if "would have blocked" in r.getMessage()
+    ]
+    assert would
+    assert all(r.loopcore_shadow for r in would)  # type: ignore[attr-defined]
     assert not loopcore_records(caplog, logging.ERROR)
     stats = guard.stats()
     assert (stats.blocks, stats.shadow_blocks, stats.warnings) == (0, 5, 1)

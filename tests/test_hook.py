@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import loopcore
-
 from loopcore import (
     CallRecord,
     CompactionLoopPersisted,
@@ -30,7 +29,7 @@ from .conftest import loopcore_records
 pytestmark = pytest.mark.usefixtures("twin")
 
 # Every field an event carries is checked for leaked secrets, including future ones.
-EVENT_FIELDS = LoopEvent._fields
+EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(LoopEvent))
 
 
 def small_config(**overrides: Any) -> LoopDetectionConfig:

@@ -8,6 +8,7 @@ re-reads, run-loop cutoffs and the notes warnings leave for the model.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -108,7 +109,8 @@ def test_a_blocked_unknown_tool_stays_blocked() -> None:
     second = guard.before_call("invoke", {"name": "ghost"})
     assert verdict_of(first) == ("critical", "unknown_tool_repeat", 10)
     assert verdict_of(second) == ("critical", "unknown_tool_repeat", 10)
-    assert second.blocked and second.terminal
+    assert second.blocked
+    assert second.terminal
 
 
 # -- §8.2 recover once ----------------------------------------------------------------------
@@ -205,9 +207,13 @@ def test_a_batch_counts_its_own_repeats_and_blocks_together() -> None:
     assert (batch.verdict.detector, batch.verdict.count) == ("generic_repeat", 20)
     texts = [d.result_text for d in batch.decisions]
     assert texts[2] == batch.verdict.message + RECOVERABLE
-    assert texts[0] == texts[1] == (
-        "This tool was not executed because another call in the batch triggered critical "
-        "tool-loop recovery. Reassess the task before choosing the next action."
+    assert (
+        texts[0]
+        == texts[1]
+        == (
+            "This tool was not executed because another call in the batch triggered critical "
+            "tool-loop recovery. Reassess the task before choosing the next action."
+        )
     )
     # One veto per batch call identical to the trigger; the other call is not recorded.
     history = guard.detector.history()
@@ -220,7 +226,8 @@ def test_a_batch_counts_its_own_repeats_and_blocks_together() -> None:
 def test_an_admitted_batch_is_recorded_in_order_and_released_calls_are_forgotten() -> None:
     guard = ToolLoopGuard(ON)
     batch = guard.before_batch([("read", {"p": 1}, "a"), ("read", {"p": 2}, "b")])
-    assert not batch.blocked and batch.trigger is None
+    assert not batch.blocked
+    assert batch.trigger is None
     assert [d.tool_call_id for d in batch.decisions] == ["a", "b"]
     assert [r.tool_call_id for r in guard.detector.history()] == ["a", "b"]
     assert guard.release(["b"]) == 1
@@ -249,7 +256,8 @@ def test_a_failing_check_blocks_and_uses_up_the_recovery(
 
     guard = ToolLoopGuard(ON, store=BrokenStore())
     first = guard.before_call("read", {"p": 1})
-    assert first.blocked and not first.terminal
+    assert first.blocked
+    assert not first.terminal
     assert verdict_of(first) == ("critical", "loop_admission_failure", 1)
     assert first.reason == "Tool execution was blocked because loop safety checks failed."
     messages = [r.getMessage() for r in loopcore_records(caplog, logging.ERROR)]
@@ -302,7 +310,7 @@ def test_alternating_no_ops_are_a_ping_pong_warning_with_liveness() -> None:
 
 def test_changing_successes_are_no_churn() -> None:
     det = LoopDetector(ON)
-    for i in range(12):
+    for _ in range(12):
         det.record_call("write", {"path": "a"})
         det.record_outcome("write", {"path": "a"}, result={"ok": True})
     v = det.check("write", {"path": "a"})
@@ -313,7 +321,8 @@ def test_churn_off_means_no_churn_anywhere() -> None:
     det = LoopDetector({"enabled": True, "detectors": {"argumentChurn": False}})
     churn(det, "abaab", 6)
     v = det.check("write", {"path": "a"})
-    assert v.detector != "argument_churn" and v.liveness_signal is None
+    assert v.detector != "argument_churn"
+    assert v.liveness_signal is None
 
 
 def test_the_write_churn_outranks_nothing_above_it() -> None:
@@ -340,8 +349,10 @@ def test_liveness_starts_with_a_churn_and_clears_with_progress() -> None:
     decision = guard.before_call("write", {"path": "a"})
     assert decision.liveness_signal == "argument_churn"
     live = guard.liveness()
-    assert live.churning and live.churn_since == since
-    assert live.churn_observed_at is not None and live.churn_observed_at >= since  # type: ignore[operator]
+    assert live.churning
+    assert live.churn_since == since
+    assert live.churn_observed_at is not None
+    assert live.churn_observed_at >= since  # type: ignore[operator]
     guard.after_call("write", {"path": "a"}, result=NOOP)
     guard.before_call("read", {"path": "a"})  # another tool ends the churn
     assert not guard.liveness().churning
@@ -403,9 +414,10 @@ def test_reconcile_rehashes_a_rewritten_call() -> None:
         guard.after_call("write", {"path": path}, result=NOOP)
     guard.before_call("write", {"path": "/original"}, tool_call_id="w1")
     got = guard.reconcile("write", {"path": "a"}, tool_call_id="w1", warning_threshold=6)
-    assert tuple(got) == (True, 6, 2, True, True)
+    assert dataclasses.astuple(got) == (True, 6, 2, True, True)
     # No pending call of the tool: nothing to reconcile.
-    assert guard.detector.reconcile_call("read", {"path": "a"}) == (False, 0, 0, False, False)
+    nothing = guard.detector.reconcile_call("read", {"path": "a"})
+    assert dataclasses.astuple(nothing) == (False, 0, 0, False, False)
 
 
 def test_ten_unchanged_waits_are_critical() -> None:
@@ -449,13 +461,15 @@ def test_run_loop_cutoffs_through_the_guard(caplog: pytest.LogCaptureFixture) ->
     assert guard.before_turn(run_id="r") is None
     assert guard.end_turn([TurnCall("read", {"p": 1})], run_id="r") is None
     stop = guard.end_turn([TurnCall("read", {"p": 1})], run_id="r")
-    assert stop is not None and stop.guard == "maxIdleRepeatCalls"
+    assert stop is not None
+    assert stop.guard == "maxIdleRepeatCalls"
     assert stop.message == (
         "Stopped this run because the same tool was called with identical arguments 2 times in "
         "a row without progress (maxIdleRepeatCalls)."
     )
     turn = guard.before_turn(run_id="r")
-    assert turn is not None and turn.guard == "turnLimit"
+    assert turn is not None
+    assert turn.guard == "turnLimit"
     assert guard.stats().run_stops == 2
     shadow = ToolLoopGuard({"turnLimit": 1}, mode="observe")
     shadow.end_turn([], run_id="r")
@@ -476,7 +490,8 @@ def test_a_warned_call_returns_its_result_with_the_note() -> None:
         "if you are not making progress.]"
     )
     assert decision.model_note == note
-    assert shown[:10] == [content] * 10 and all(s is content for s in shown[:10])
+    assert shown[:10] == [content] * 10
+    assert all(s is content for s in shown[:10])
     assert shown[10] == {"content": [*content["content"], {"type": "text", "text": note}]}
     assert content == {"content": [{"type": "text", "text": "pending"}]}  # not mutated
 

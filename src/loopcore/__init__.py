@@ -17,8 +17,6 @@ from ._config import (
     load_config,
     resolve_config,
 )
-from ._detector import CallRecord, LoopDetector, Verdict
-from ._guard import CompactionLoopPersisted, GuardVerdict, PostCompactionGuard
 from ._decisions import (
     TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE,
     BatchDecision,
@@ -29,6 +27,8 @@ from ._decisions import (
     ToolLoopBlocked,
     ToolLoopRunTerminated,
 )
+from ._detector import CallRecord, LoopDetector, Verdict
+from ._guard import CompactionLoopPersisted, GuardVerdict, PostCompactionGuard
 from ._hook import ToolLoopGuard
 from ._outcome import UNSET, hash_call, hash_outcome
 from ._runloop import RunStop, TurnCall

@@ -29,7 +29,9 @@ _Call = tuple[str, Any, "str | None"]
 
 def _calls(calls: object) -> list[_Call]:
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
-        raise TypeError(f"calls: expected a sequence of (tool, args[, tool_call_id]), got {type(calls).__name__}")
+        raise TypeError(
+            f"calls: expected a sequence of (tool, args[, tool_call_id]), got {type(calls).__name__}"
+        )
     out: list[_Call] = []
     for index, call in enumerate(calls):
         if not isinstance(call, (tuple, list)) or len(call) not in (2, 3):
@@ -53,7 +55,9 @@ def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
     batch = _calls(calls)
     if len(batch) == 1:
         tool, args, call_id = batch[0]
-        one = guard.before_call(tool, args, tool_call_id=call_id, session=session_of(key), run_id=key[1])
+        one = guard.before_call(
+            tool, args, tool_call_id=call_id, session=session_of(key), run_id=key[1]
+        )
         return BatchDecision(
             one.blocked, one.terminal, 0 if one.would_block else None, one.verdict, (one,),
             one.would_block,
@@ -64,14 +68,14 @@ def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
     if not batch:
         return BatchDecision(False, False, None, NOT_STUCK, ())
     if not guard._enabled:
-        for (tool, _, call_id), h in zip(batch, hashes):
+        for (tool, _, call_id), h in zip(batch, hashes, strict=True):
             store.append(key, tool, h, call_id)
         return BatchDecision(False, False, None, NOT_STUCK, tuple(_allowed(batch, hashes)))
     verdicts: list[Verdict] = []
     trigger = None
     try:
         projected = store.window(key)
-        for index, ((tool, args, call_id), h) in enumerate(zip(batch, hashes)):
+        for index, ((tool, args, call_id), h) in enumerate(zip(batch, hashes, strict=True)):
             stats = scan_window(projected, tool, h) if projected else ScanStats()
             verdict = guard._verdict(stats, tool, args, h)
             verdicts.append(verdict)
@@ -88,13 +92,18 @@ def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
     shadowed = None
     if trigger is not None:  # observe mode: counted and logged, then every call runs
         shadowed = guard._critical(
-            verdicts[trigger], batch[trigger][0], hashes[trigger], key, batch[trigger][2], veto=False
+            verdicts[trigger],
+            batch[trigger][0],
+            hashes[trigger],
+            key,
+            batch[trigger][2],
+            veto=False,
         )
         verdicts[trigger] = NOT_STUCK
         # The calls after the trigger were not checked: check them as run.
     decisions: list[Decision] = []
     afters: list[Callable[[], None]] = []
-    for index, ((tool, args, call_id), h) in enumerate(zip(batch, hashes)):
+    for index, ((tool, _, call_id), h) in enumerate(zip(batch, hashes, strict=True)):
         store.append(key, tool, h, call_id)
         verdict = verdicts[index] if index < len(verdicts) else NOT_STUCK
         if verdict.stuck:
@@ -102,21 +111,27 @@ def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
             decisions.append(decision)
             afters.append(after)
         else:
-            decisions.append(Decision(False, None, verdict, None, tool_name=tool, tool_call_id=call_id, args_hash=h))
+            decisions.append(
+                Decision(
+                    False, None, verdict, None, tool_name=tool, tool_call_id=call_id, args_hash=h
+                )
+            )
     for after in afters:
         after()
     if guard._churning and key in guard._churning and not any(d.liveness_signal for d in decisions):
         guard._settle(key)
     if shadowed is not None:
         decisions[trigger] = shadowed  # type: ignore[index]
-        return BatchDecision(False, shadowed.terminal, trigger, shadowed.verdict, tuple(decisions), True)
+        return BatchDecision(
+            False, shadowed.terminal, trigger, shadowed.verdict, tuple(decisions), True
+        )
     return BatchDecision(False, False, None, NOT_STUCK, tuple(decisions))
 
 
 def _allowed(batch: list[_Call], hashes: list[int]) -> list[Decision]:
     return [
         Decision(False, None, NOT_STUCK, tool_name=tool, tool_call_id=call_id, args_hash=h)
-        for (tool, _, call_id), h in zip(batch, hashes)
+        for (tool, _, call_id), h in zip(batch, hashes, strict=True)
     ]
 
 
@@ -133,13 +148,15 @@ def _triggered(
     for index in range(trigger):  # warnings shown before the trigger keep their lines, no note
         tool, _, call_id = batch[index]
         if verdicts[index].stuck:
-            _, after = guard._warned(verdicts[index], tool, hashes[index], key, call_id, noted=False)
+            _, after = guard._warned(
+                verdicts[index], tool, hashes[index], key, call_id, noted=False
+            )
             afters.append(after)
     tool, _, call_id = batch[trigger]
     first = guard._critical(
         verdicts[trigger], tool, hashes[trigger], key, call_id, veto=False, deferred=afters
     )
-    for (other, _, other_id), h in zip(batch, hashes):
+    for (other, _, other_id), h in zip(batch, hashes, strict=True):
         if other == tool and h == hashes[trigger]:
             guard._store.append(key, other, h, other_id, KIND_VETO)
     for after in afters:
@@ -151,7 +168,7 @@ def _blocked(
     guard: ToolLoopGuard, batch: list[_Call], hashes: list[int], trigger: int, first: Decision
 ) -> BatchDecision:
     decisions = []
-    for index, ((tool, _, call_id), h) in enumerate(zip(batch, hashes)):
+    for index, ((tool, _, call_id), h) in enumerate(zip(batch, hashes, strict=True)):
         if index == trigger:
             decisions.append(first)
             continue
@@ -163,4 +180,6 @@ def _blocked(
                 args_hash=h,
             )
         )
-    return BatchDecision(first.blocked, first.terminal, trigger, first.verdict, tuple(decisions), first.would_block)
+    return BatchDecision(
+        first.blocked, first.terminal, trigger, first.verdict, tuple(decisions), first.would_block
+    )

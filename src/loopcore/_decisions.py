@@ -9,6 +9,7 @@ call is blocked, a run must end, or a warning needs the model's attention.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from ._records import NOT_STUCK, Verdict
@@ -27,9 +28,7 @@ __all__ = [
     "model_note",
 ]
 
-EventKind = Literal[
-    "warning", "block", "guard_armed", "compaction_abort", "churn", "run_stop"
-]
+EventKind = Literal["warning", "block", "guard_armed", "compaction_abort", "churn", "run_stop"]
 
 #: What a run ends with when recovery met a second critical loop (SPEC §8.2).
 TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE = (
@@ -133,7 +132,8 @@ class BatchDecision(NamedTuple):
     would_block: bool = False
 
 
-class LoopEvent(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class LoopEvent:
     """What ``on_event`` receives. Never carries arguments or results."""
 
     kind: EventKind
@@ -162,7 +162,8 @@ class Liveness(NamedTuple):
     churn_observed_at: float | None = None
 
 
-class Reconciliation(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
     """``reconcile_call``'s answer for a call a pre-call hook rewrote (SPEC §8.7)."""
 
     active: bool = False

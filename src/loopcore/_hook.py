@@ -56,8 +56,8 @@ from ._rules import (
 )
 from ._runloop import RunStop, digest_turn
 from ._scopes import ScopeKey, ScopeLock, ScopeTable, scope_key, session_of
-from ._stats import Counters, GuardStats
 from ._state import ScopeState
+from ._stats import Counters, GuardStats
 from ._wrap import check_callable, guard_function
 
 __all__ = [
@@ -88,12 +88,12 @@ def _check_on_event(on_event: object) -> Callable[[LoopEvent], object] | None:
             "on_event: expected a plain callable, got a coroutine function; schedule the "
             "coroutine from a plain callback"
         )
-    return on_event  # type: ignore[return-value]
+    return on_event
 
 
 def _check_mode(mode: object) -> str | None:
     if mode is None or mode in ("enforce", "observe"):
-        return mode  # type: ignore[return-value]
+        return mode
     raise ValueError(f"mode: expected 'enforce' or 'observe', got {mode!r}")
 
 
@@ -585,7 +585,7 @@ class ToolLoopGuard(GuardCalls):
         )
 
     def _live(self, key: ScopeKey, state: ScopeState, active: bool) -> LoopEvent | None:
-        """One liveness observation (caller holds the lock); the ``churn`` event it starts or ends."""
+        """One liveness observation (caller holds the lock): a ``churn`` start or end event."""
         if not self._churn:
             return None
         now = time.monotonic()
@@ -593,7 +593,9 @@ class ToolLoopGuard(GuardCalls):
             self._churning[key] = state
             if state.churn_since is None:
                 state.churn_since = now
-                return LoopEvent("churn", session_of(key), key[1], "", "argument_churn", None, 1, None)
+                return LoopEvent(
+                    "churn", session_of(key), key[1], "", "argument_churn", None, 1, None
+                )
             state.churn_observed_at = now
             return None
         if state.churn_since is None:
@@ -629,12 +631,14 @@ class ToolLoopGuard(GuardCalls):
         if record is None:
             return result if given else None
         with self._lock:
-            state = self._noted.get(key)
-            pending = state.notes.get((record.tool_name, record.args_hash)) if state else None
+            state: ScopeState | None = self._noted.get(key)
+            if state is None:
+                return result if given else None
+            pending = state.notes.get((record.tool_name, record.args_hash))
             if pending is None or pending[0] not in (None, record.tool_call_id):
                 return result if given else None
-            del state.notes[(record.tool_name, record.args_hash)]  # type: ignore[union-attr]
-            if not state.notes:  # type: ignore[union-attr]
+            del state.notes[(record.tool_name, record.args_hash)]
+            if not state.notes:
                 del self._noted[key]
         return _annotate(result, pending[1]) if given else None
 
@@ -697,9 +701,7 @@ class ToolLoopGuard(GuardCalls):
 
     reconcile_call = reconcile
 
-    def liveness(
-        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
-    ) -> Liveness:
+    def liveness(self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED) -> Liveness:
         """Is the scope churning through argument variants, and since when?"""
         key = self._key(session, run_id)
         with self._lock:

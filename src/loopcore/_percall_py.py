@@ -104,7 +104,14 @@ class _Calls:
         elif validation:
             kind = KIND_VALIDATION
         record: CallRecord = self._store.attach(
-            key, tool_name, args_hash, tool_call_id, result_hash, unknown, kind, identity,
+            key,
+            tool_name,
+            args_hash,
+            tool_call_id,
+            result_hash,
+            unknown,
+            kind,
+            identity,
             no_progress,
         )
         return record
@@ -172,18 +179,18 @@ class DetectorCalls(_Calls):
 class GuardCalls(_Calls):
     """``ToolLoopGuard``'s two calls around a tool execution."""
 
-    _armed: Mapping[ScopeKey, object]
-    _churning: Mapping[ScopeKey, object]
-    _noted: Mapping[ScopeKey, object]
+    _armed: dict[ScopeKey, Any]
+    _churning: dict[ScopeKey, Any]
+    _noted: dict[ScopeKey, Any]
     _allowed: Any
     _scope_var: ContextVar[ScopeKey]
     _calls: int
 
     def _bind_guard(
         self,
-        armed: Mapping[ScopeKey, object],
-        churning: Mapping[ScopeKey, object],
-        noted: Mapping[ScopeKey, object],
+        armed: dict[ScopeKey, Any],
+        churning: dict[ScopeKey, Any],
+        noted: dict[ScopeKey, Any],
         allowed: Any,
         scope_var: ContextVar[ScopeKey],
     ) -> None:
@@ -255,10 +262,8 @@ class GuardCalls(_Calls):
             stats = self._store.scan_append(
                 key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
             )
-            if stats is None:  # quiet: already appended
-                verdict = None
-            else:
-                verdict = self._verdict(stats, tool_name, args, args_hash)
+            # None: quiet, already appended.
+            verdict = None if stats is None else self._verdict(stats, tool_name, args, args_hash)
         except Exception as exc:  # SPEC §8.2: a check that fails blocks
             return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
         if verdict is None or not verdict.stuck:

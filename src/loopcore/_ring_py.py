@@ -157,9 +157,7 @@ def _pingpong(newest_first: Sequence[Any], h: int) -> tuple[int, bool]:
     if tail < 2 or h != side_b:
         return 0, False
     no_progress = (
-        not missing
-        and all(sides)
-        and all(result == side[0] for side in sides for result in side)
+        not missing and all(sides) and all(result == side[0] for side in sides for result in side)
     )
     return tail + 1, no_progress
 
@@ -221,8 +219,8 @@ def _pending_match(
     ring: Sequence[list[Any]], tool: str, h: int, call_id: str | None
 ) -> list[Any] | None:
     """SPEC §9.1 (a)-(c): the pending record an outcome (or a reconcile) belongs to."""
-    pending = [r for r in reversed(ring) if not _complete(r) and r[_TOOL] == tool]
-    same = [r for r in pending if r[_ARGS] == h] if h is not None else pending
+    pending: list[list[Any]] = [r for r in reversed(ring) if not _complete(r) and r[_TOOL] == tool]
+    same: list[list[Any]] = [r for r in pending if r[_ARGS] == h] if h is not None else pending
     if call_id is not None:
         for record in same:  # (a) the call with this id
             if record[_CALL_ID] == call_id:
@@ -351,6 +349,7 @@ class RingStore:
         ring: Sequence[list[Any]], tool: str, h: int, call_id: str, kind: int
     ) -> list[Any] | None:
         """The complete record this outcome repeats, if it was recorded already."""
+        record: list[Any]
         for record in reversed(ring):
             if record[_CALL_ID] != call_id or not _complete(record):
                 continue

@@ -19,26 +19,26 @@ from ._config import LoopDetectionConfig
 from ._records import NOT_STUCK, Level, ScanStats, Verdict
 
 __all__ = [
+    "ARGUMENT_CHURN",
     "COMPACTION_LOOP_PERSISTED",
     "DETECTORS",
     "GENERIC_REPEAT",
     "GLOBAL_CIRCUIT_BREAKER",
     "KNOWN_POLL_NO_PROGRESS",
     "LEVELS",
-    "PING_PONG",
-    "ROWS",
-    "SPECIAL_OUTCOME_TOOLS",
-    "ARGUMENT_CHURN",
     "LIVENESS_ARGUMENT_CHURN",
     "LOOP_ADMISSION_FAILURE",
     "LOOP_STORE_UNAVAILABLE",
-    "churn_on",
+    "PING_PONG",
+    "ROWS",
+    "SPECIAL_OUTCOME_TOOLS",
     "UNKNOWN_TOOL_REPEAT",
     "Row",
     "Verdicts",
     "abort_message",
     "abort_summary",
     "alarm_thresholds",
+    "churn_on",
     "compaction_error_message",
     "select",
     "verdict",
@@ -244,9 +244,9 @@ def _liveness(row: Row, scan: Any, config: LoopDetectionConfig) -> str | None:
     """SPEC §8.3: the churn row, and the poll and ping-pong warnings of a churning call."""
     if row.detector == ARGUMENT_CHURN:
         return LIVENESS_ARGUMENT_CHURN
-    if row.level == _WARNING and row.detector in (KNOWN_POLL_NO_PROGRESS, PING_PONG):
-        if _churning(scan, config):
-            return LIVENESS_ARGUMENT_CHURN
+    liveness_rows = (KNOWN_POLL_NO_PROGRESS, PING_PONG)
+    if row.level == _WARNING and row.detector in liveness_rows and _churning(scan, config):
+        return LIVENESS_ARGUMENT_CHURN
     return None
 
 

@@ -1,4 +1,4 @@
-"""How does a tool function get guarded without its host writing the two calls? (SPEC §5, §8.12, §11)
+"""How is a tool function guarded without its host writing the two calls? (SPEC §5, §8.12)
 
 ``guard_function(guard, fn, name)`` is what ``ToolLoopGuard.wrap`` returns: a
 sync or async wrapper that runs ``before_call``, raises ``ToolLoopBlocked`` /
@@ -9,6 +9,7 @@ hands its outcome to ``after_call`` — returning the result the model should se
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import types
@@ -58,14 +59,10 @@ def _noted(exc: BaseException, decision: Decision) -> None:
     note = decision.model_note
     if note is None:
         return
-    try:
+    with contextlib.suppress(AttributeError):  # Python 3.10 has no add_note
         exc.add_note(note)  # type: ignore[attr-defined,unused-ignore]
-    except AttributeError:  # Python 3.10: no add_note
-        pass
-    try:
+    with contextlib.suppress(Exception):  # an exception type with __slots__
         exc.loop_note = note  # type: ignore[attr-defined]
-    except Exception:
-        pass
 
 
 def guard_function(guard: ToolLoopGuard, fn: Any, tool_name: str) -> Any:
@@ -85,7 +82,9 @@ def guard_function(guard: ToolLoopGuard, fn: Any, tool_name: str) -> Any:
             raise kind(decision.verdict, decision.reason, decision.result_text)
         return key, decision
 
-    def failed(key: ScopeKey, decision: Decision, call_args: dict[str, Any], exc: Exception) -> None:
+    def failed(
+        key: ScopeKey, decision: Decision, call_args: dict[str, Any], exc: Exception
+    ) -> None:
         guard.after_call(tool_name, call_args, error=exc, session=key[0], run_id=key[1])
         _noted(exc, decision)
 

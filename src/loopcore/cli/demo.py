@@ -86,7 +86,9 @@ def _agent(
             continue
         if decision.warning is not None:
             out(f"   call {attempt:2}: warned   {decision.warning.message}", "warn")
-        guard.after_call(tool, args, result=result, run_id=run_id)  # the model reads what it returns
+        guard.after_call(
+            tool, args, result=result, run_id=run_id
+        )  # the model reads what it returns
         if decision.model_note is not None:
             out(f"            the model reads the result with: {decision.model_note}", "warn")
     out("   never ended (unexpected)")
