@@ -204,3 +204,52 @@ def test_names_of_str_subclasses_never_run_their_methods_in_the_store(twin: str)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_finalisers_may_call_every_store_step_while_the_collector_runs_often(twin: str) -> None:
+    # Vetoes, terminal failures, releases, reconciles and raw windows too: sessions in
+    # reference cycles whose finalisers call back into the store (and end their scope)
+    # are freed by collections that run on almost every allocation, inside these steps.
+    done = run(
+        twin,
+        """
+        from loopcore import _ring
+        from loopcore._scopes import scope_key
+        with use_twin(TWIN):
+            store = _ring.RingStore(6, 50)
+        calls = []
+        class Session:
+            def __init__(self, n):
+                self.n = n
+                self.me = self  # only the collector frees it
+            def __hash__(self):
+                return self.n
+            def __eq__(self, other):
+                return isinstance(other, Session) and other.n == self.n
+            def __del__(self):
+                calls.append(store.window(("other", None)))
+                store.release(("other", None), ["x"])
+                calls.append(store.reconcile(("other", None), "exec", 1, None))
+                store.append(("other", None), "exec", 1, None, 1)
+                store.drop_session("other")
+        gc.set_threshold(1)
+        for n in range(600):
+            key = scope_key(Session(n % 40), "r")  # equal sessions share one key part
+            store.append(key, "exec", n % 3, f"id-{n}")
+            store.append(key, "exec", n % 3, None, 1)
+            store.attach(key, "exec", n % 3, f"id-{n}", 7, None, 2, n % 2, True)
+            store.append(key, "exec", 9, f"skip-{n}" + "-" * 40)
+            store.release(key, [f"skip-{n}" + "-" * 40])
+            store.append(key, "exec", 4, None)
+            store.reconcile(key, "exec", 5, None)
+            store.scan(key, "exec", n % 3, 0, 0)
+            store.window(key)
+            del key
+        gc.collect()
+        assert len(calls) > 100, len(calls)
+        print("ok")
+        """.replace("TWIN", repr(twin)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")

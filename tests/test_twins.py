@@ -2,8 +2,12 @@
 
 A hypothesis state machine drives two detectors, one per twin, with the same
 random calls across several scopes, and compares verdicts and histories after
-every step. The slab-specific behaviour of the compiled store (growth, row
-reuse, LRU eviction, the name side table) is checked directly below.
+every step; a second one drives the two ring stores directly with every
+operation of their contract (vetoes, terminal failures, no-progress outcomes,
+release, reconcile, call ids present, absent or rewritten) and compares every
+scan, history and raw window. The slab-specific behaviour of the compiled store
+(growth, row reuse, LRU eviction, the name side table, the lazy columns) is
+checked directly below.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def comparable(records: list[Any]) -> list[tuple[Any, ...]]:
     # Timestamps come from two clock reads; everything else must be equal.
     return [
         (r.tool_name, r.args_hash, r.tool_call_id, r.session, r.run_id, r.result_hash,
-         r.unknown_tool_name)
+         r.unknown_tool_name, r.outcome_kind, r.failure_identity_hash, r.no_progress)
         for r in records
     ]  # fmt: skip
 
@@ -95,6 +99,8 @@ OUTCOMES: list[dict[str, Any]] = [
     {"result": {"details": {"status": "blocked", "deniedReason": "tool-loop"}}},
     {"result": {"details": {"status": "completed", "exitCode": 0, "aggregated": "done"}}},
     {"result": {"details": {"messageId": "m1", "ok": True}}},
+    {"result": {"details": {"status": "failed", "exitCode": 2, "aggregated": "no such file"}}},
+    {"result": {"details": {"changed": False}}},
     {"error": RuntimeError("Unknown tool: Zap")},
     {"error": "tool frob not found"},
     {"error": ValueError("boom")},
@@ -270,6 +276,185 @@ def test_gateway_decisions_match_across_twins() -> None:
     assert any(blocked for blocked, _, _ in answers[1])
 
 
+# -- the ring stores, operation by operation ----------------------------------------------
+
+# Small pools, so that repeats, streaks, alternations, churns and call-id conflicts
+# happen; hashes at both ends of the 64-bit range; call ids inline, too long to be
+# kept inline, and not ASCII.
+RING_TOOLS = ["exec", "write", "read"]
+RING_HASHES = [0, 1, 2, 2**64 - 1, 3]
+RING_RESULTS = [10, 2**64 - 2]
+RING_IDS = [None, "c1", "c2", "call_" + "x" * 40, "ç-3"]
+RING_KEYS = [(None, None), ("s", "r"), ("s", None)]
+#: (kind, result?, identity?) of the outcomes attach is given (SPEC §8.0-§8.4)
+RING_OUTCOMES = [
+    (0, True, False),  # an ordinary result
+    (0, True, False),
+    (0, False, False),  # no result yet (a pending record stays pending)
+    (1, False, False),  # a loop veto
+    (2, True, True),  # a terminal exec failure with its identity
+    (2, True, False),
+    (3, True, False),  # an argument-validation failure
+]
+
+
+def raw(window: list[list[Any]]) -> list[list[Any]]:
+    return [record[:3] + record[4:] for record in window]  # without the timestamp
+
+
+class RingMachine(RuleBasedStateMachine):
+    """Both ring stores get the same operations; every answer must be the same."""
+
+    @initialize(
+        history_size=st.integers(1, 12),
+        max_scopes=st.integers(1, 3),
+        tools=st.integers(1, 3),
+        hashes=st.lists(st.sampled_from(RING_HASHES), min_size=2, max_size=4, unique=True),
+        results=st.integers(1, len(RING_RESULTS)),
+        scopes=st.integers(1, len(RING_KEYS)),
+    )
+    def setup(
+        self,
+        history_size: int,
+        max_scopes: int,
+        tools: int,
+        hashes: list[int],
+        results: int,
+        scopes: int,
+    ) -> None:
+        self.stores = [
+            _ring_py.RingStore(history_size, max_scopes),
+            _ring_c.RingStore(history_size, max_scopes),
+        ]
+        self.tools, self.hashes = RING_TOOLS[:tools], hashes
+        self.results, self.keys = RING_RESULTS[:results], RING_KEYS[:scopes]
+
+    def both(self, method: str, *args: Any) -> Any:
+        want, got = (getattr(store, method)(*args) for store in self.stores)
+        assert got == want, (method, args)
+        return got
+
+    def call(self, data: st.DataObject) -> tuple[Any, str, int, str | None]:
+        key = data.draw(st.sampled_from(self.keys))
+        tool = data.draw(st.sampled_from(self.tools))
+        return (
+            key,
+            tool,
+            data.draw(st.sampled_from(self.hashes)),
+            data.draw(st.sampled_from(RING_IDS)),
+        )
+
+    @rule(data=st.data(), veto=st.booleans())
+    def append(self, data: st.DataObject, veto: bool) -> None:
+        self.both("append", *self.call(data), 1 if veto else 0)
+
+    @rule(
+        data=st.data(),
+        outcome=st.sampled_from(RING_OUTCOMES),
+        unknown=st.sampled_from([None, None, None, "zap", "frob"]),
+        # Mostly: churns need runs of no-progress outcomes.
+        no_progress=st.sampled_from([True, True, True, False]),
+        identity=st.sampled_from([5, 6]),
+    )
+    def attach(
+        self,
+        data: st.DataObject,
+        outcome: tuple[int, bool, bool],
+        unknown: str | None,
+        no_progress: bool,
+        identity: int,
+    ) -> None:
+        kind, with_result, with_identity = outcome
+        result = data.draw(st.sampled_from(self.results)) if with_result else None
+        args = (*self.call(data), result, unknown, kind, identity if with_identity else None)
+        want, got = (store.attach(*args, no_progress=no_progress) for store in self.stores)
+        assert comparable([got]) == comparable([want])
+
+    @rule(data=st.data(), alarm=st.integers(0, 6), unknown_alarm=st.integers(0, 4))
+    def scan_append(self, data: st.DataObject, alarm: int, unknown_alarm: int) -> None:
+        self.both("scan_append", *self.call(data), alarm, unknown_alarm)
+
+    @rule(data=st.data(), ids=st.lists(st.sampled_from([*RING_IDS[1:], "c9", 5])))
+    def release(self, data: st.DataObject, ids: list[Any]) -> None:
+        self.both("release", data.draw(st.sampled_from(self.keys)), ids)
+
+    @rule(data=st.data())
+    def reconcile(self, data: st.DataObject) -> None:
+        self.both("reconcile", *self.call(data))
+
+    @rule(key=st.sampled_from(RING_KEYS))
+    def drop(self, key: Any) -> None:
+        self.both("drop", key)
+
+    @rule(key=st.sampled_from(RING_KEYS))
+    def drop_session(self, key: Any) -> None:
+        self.both("drop_session", key[0])
+
+    @invariant()
+    def same_answers(self) -> None:
+        if not hasattr(self, "stores"):
+            return
+        python, compiled = self.stores
+        for key in RING_KEYS:
+            assert raw(compiled.window(key)) == raw(python.window(key)), key
+            assert comparable(compiled.history(key)) == comparable(python.history(key)), key
+            for tool in self.tools:
+                for args_hash in self.hashes:
+                    assert compiled.scan(key, tool, args_hash) == python.scan(key, tool, args_hash)
+                    for alarm in (2, 3):
+                        quiet = compiled.scan(key, tool, args_hash, alarm, alarm) is None
+                        assert quiet == (python.scan(key, tool, args_hash, alarm, alarm) is None)
+        assert (len(compiled), compiled.evicted) == (len(python), python.evicted)
+
+
+def test_ring_stores_agree_on_every_operation() -> None:
+    run_state_machine_as_test(
+        RingMachine, settings=settings(max_examples=150, stateful_step_count=60, deadline=None)
+    )
+
+
+@given(
+    cycle=st.lists(st.integers(0, 39), min_size=1, max_size=16, unique=True),
+    rounds=st.integers(1, 4),
+    data=st.data(),
+    history_size=st.sampled_from([12, 40, 200]),
+)
+def test_churns_of_many_variants_agree(
+    cycle: list[int], rounds: int, data: st.DataObject, history_size: int
+) -> None:
+    # Write no-ops cycling through up to 16 argument variants, 1-4 times each (the
+    # stable count is 3), with a few vetoes, pending calls, other results and
+    # progress mixed in: more variants than the compiled walk's table on the
+    # stack holds, so the store's heap table is used too.
+    noise = st.sampled_from(["", "", "", "", "", "", "veto", "pending", "other", "progress"])
+    stores = [_ring_py.RingStore(history_size, 1), _ring_c.RingStore(history_size, 1)]
+    key = (None, "r")
+    for args_hash in cycle * rounds:
+        extra = data.draw(noise)
+        for store in stores:
+            if extra in ("veto", "pending"):
+                store.append(key, "write", args_hash, None, 1 if extra == "veto" else 0)
+            else:
+                result = 101 if extra == "other" else 100
+                store.attach(key, "write", args_hash, None, result, None, 0, None, extra == "")
+    for args_hash in range(40):
+        want, got = (store.scan(key, "write", args_hash) for store in stores)
+        assert got == want
+        reconciled = [store.reconcile(key, "write", args_hash, None) for store in stores]
+        assert reconciled[0] == reconciled[1]
+
+
+def test_a_churn_of_twelve_stable_variants_is_counted_in_full() -> None:
+    # 12 variants x 3 identical no-op results (SPEC §8.3): every variant stable.
+    for store in (_ring_py.RingStore(40, 1), _ring_c.RingStore(40, 1)):
+        for _ in range(3):
+            for args_hash in range(12):
+                store.attach((None, None), "write", args_hash, None, 7, None, 0, None, True)
+        stats = store.scan((None, None), "write", 5)
+        assert (stats.churn, stats.churn_variants) == (36, 12)
+        assert store.scan((None, None), "write", 12).churn == 0  # a novel argument
+
+
 # -- the compiled slab ----------------------------------------------------------------------
 
 
@@ -314,6 +499,7 @@ def test_ring_slot_bytes_match_the_layout() -> None:
     store = det._store
     assert store.slot_bytes == 4 * 8 + 2 * 4 + 1
     assert store.id_bytes == 1 + 32
+    assert store.identity_bytes == 8  # only in rows that hold a terminal failure
     assert store.capacity == 8
     assert store.allocated_bytes == 0  # no scope, no row block
 
@@ -329,6 +515,45 @@ def test_a_scope_costs_memory_in_proportion_to_the_records_it_holds() -> None:
     # Call ids add their bytes only to the rows that hold one.
     large.record_call("read", {}, "call_1", run_id="run0")
     assert large._store.allocated_bytes == 20_000 * 4 * 41 + 4 * 33
+
+
+def test_identity_hashes_take_a_column_only_in_rows_that_hold_one() -> None:
+    store = _ring_c.RingStore(64, 10)
+    for run in ("plain", "failing"):
+        for n in range(5):
+            store.attach((None, run), "exec", n, None, 9, None, 0, None, False)
+    plain = store.allocated_bytes
+    assert plain == 2 * 8 * store.slot_bytes  # five records each: blocks of 8
+    store.attach((None, "failing"), "exec", 99, None, 9, None, 2, 1234, False)
+    assert store.allocated_bytes == plain + 8 * store.identity_bytes
+    for n in range(20):  # the row grows to 32 records, its identity column with it
+        store.attach((None, "failing"), "exec", 100 + n, None, 9, None, 2, n, False)
+    assert store.allocated_bytes == 8 * store.slot_bytes + 32 * (
+        store.slot_bytes + store.identity_bytes
+    )
+    identities = [r.failure_identity_hash for r in store.history((None, "failing"))]
+    assert identities == [None] * 5 + [1234, *range(20)]
+
+
+@pytest.mark.parametrize("released", [{"c0"}, {"c4", "c6"}, {"c5", "c6", "c7", "c8"}])
+def test_release_closes_up_a_wrapped_row_in_place(released: set[str]) -> None:
+    # A full ring of 5 whose oldest record is mid-row, long and short call ids
+    # (the long ones live beside the row, by slot): what is kept keeps its order
+    # and ids, and the row takes new records after them.
+    stores = [_ring_py.RingStore(5, 1), _ring_c.RingStore(5, 1)]
+    ids = [f"c{n}" if n % 2 else f"c{n}" + "-" * 40 for n in range(9)]
+    for store in stores:
+        for n, call_id in enumerate(ids):
+            store.append((None, None), "read", n, call_id)
+        store.attach((None, None), "read", 6, ids[6], 1, None)  # complete: never released
+    gone = [store.release((None, None), [i for i in ids if i.rstrip("-") in released])
+            for store in stores]  # fmt: skip
+    assert gone[0] == gone[1] == len(released - {"c0", "c6"})
+    for store in stores:
+        store.append((None, None), "read", 50, "after")
+    want, got = (comparable(store.history((None, None))) for store in stores)
+    assert got == want
+    assert [r[2] for r in want][-1] == "after"
 
 
 @pytest.mark.parametrize("calls", [1, 4, 5, 37, 64, 65, 300])

@@ -26,6 +26,9 @@ cdef struct RowMeta:
     char *block
     char *ids
     int32_t cap
+    # Terminal failures' identity hashes (SPEC §8.4), once the row stores one:
+    # last, so the fields a lookup and a scan read share the first 64 bytes.
+    uint64_t *identity
 
 
 cdef struct Slot:
@@ -33,6 +36,14 @@ cdef struct Slot:
     # half of the key's hash (the row's bookkeeping has all of it) and the row.
     uint32_t key_hash
     int32_t row
+
+
+cdef struct Variant:
+    # One argument variant of a churn walk (SPEC §8.3): its args hash, the
+    # result it was first seen with, and its calls (0: an empty table entry).
+    uint64_t args
+    uint64_t result
+    int64_t count
 
 
 cdef struct Scan:
@@ -48,6 +59,8 @@ cdef struct Scan:
     uint32_t paired_tool
     uint64_t paired_hash
     int64_t no_progress
+    int64_t churn
+    int64_t churn_variants
     int64_t tool_index
     # The name generation the indices belong to.
     uint64_t generation
@@ -58,6 +71,8 @@ cdef class RingStore:
     cdef readonly Py_ssize_t max_scopes
     cdef readonly Py_ssize_t capacity
     cdef Py_ssize_t live
+    # Scopes evicted to make room (LRU), for ``stats()``.
+    cdef readonly Py_ssize_t evicted
 
     # Call ids too long to keep inline, by ``row * history_size + slot``.
     cdef dict long_ids
@@ -89,6 +104,11 @@ cdef class RingStore:
     # Counts the names forgotten: a name index is only reused after it moved.
     cdef readonly uint64_t generation
 
+    # A churn walk's variant table when a row has more variants than the one
+    # on the stack holds: allocated on first need, used under the lock.
+    cdef Variant *variants
+    cdef Py_ssize_t variants_size
+
     # The key object whose row was found last (caller holds the lock).
     cdef object found_key
     cdef Py_ssize_t found_row
@@ -105,9 +125,10 @@ cdef class RingStore:
         int64_t unknown_alarm, bint append, object call_id,
     )
     cdef int append_c(
-        self, object key, object tool_name, uint64_t args_hash, object call_id
+        self, object key, object tool_name, uint64_t args_hash, object call_id, int kind
     ) except -1
     cdef object attach_c(
         self, object key, object tool_name, uint64_t args_hash, object call_id,
-        uint64_t result_hash, object unknown,
+        uint64_t result_hash, bint has_result, object unknown, int kind, uint64_t identity,
+        bint has_identity, bint no_progress,
     )

@@ -1,13 +1,15 @@
 # cython: language_level=3, freethreading_compatible=True
-"""Where are a scope's recent calls kept, and what does one scan count? (SPEC §3-4, compiled twin)
+"""Where are a scope's recent calls kept, and what does one scan count? (SPEC §3-4, §8, C twin)
 
 Same contract as ``_ring_py``, laid out for a gateway hosting many runs: one
 slab of C arrays holds every scope's ring, a row of ``history_size`` records
 per scope, column by column (args, result and call-id hashes, timestamps, tool
-and unknown-tool name indices, flags, and the call id itself, inline). A dict-
-free open-addressing table maps a scope key to its row, a free list recycles
-rows, an intrusive linked list keeps them in LRU order, and the slab doubles
-when it is full.
+and unknown-tool name indices, and a flag byte that also holds the outcome
+kind and the no-progress bit), plus two columns a row only gets once it needs
+them: the call ids themselves, inline, and terminal failures' identity hashes.
+A dict-free open-addressing table maps a scope key to its row, a free list
+recycles rows, an intrusive linked list keeps them in LRU order, and the slab
+doubles when it is full.
 
 Tool names are kept once each in a name table, referenced by index and counted,
 so a name is forgotten with its last record: nothing ever sweeps. A call id of
@@ -31,7 +33,7 @@ from ._fingerprint_c cimport str_hash
 
 import dataclasses
 
-from ._records import CallRecord, ScanStats
+from ._records import KIND_TERMINAL_EXEC, KIND_VETO, OUTCOME_KINDS, CallRecord, ScanStats
 from ._scopes import SessionRef
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
@@ -75,7 +77,7 @@ cdef extern from "Python.h":
 
 
 def scan_window(ring, tool_name, args_hash):
-    """Every SPEC §4 count over a non-empty ring of records, oldest first.
+    """Every SPEC §4/§8 count over a non-empty ring of records, oldest first.
 
     The reference scan of the Python twin (the batch scans rebuild one call's
     verdict with it), imported on first use: the per-call path never needs it.
@@ -88,21 +90,40 @@ def scan_window(ring, tool_name, args_hash):
 cdef enum:
     SLOT_EMPTY = -1
     SLOT_DELETED = -2
+    # A record's flag byte: what its optional fields hold, and its outcome.
     HAS_RESULT = 1
     HAS_UNKNOWN = 2
     HAS_CALL_ID = 4
     # The call id is in ``long_ids``, not inline.
     LONG_ID = 8
+    # The outcome kind's code (SPEC §8.0, ``_records.KIND_*``) in bits 4-5.
+    KIND_SHIFT = 4
+    KIND_BITS = 0x30
+    VETO = 0x10
+    TERMINAL = 0x20
+    # The outcome itself proves nothing changed (SPEC §8.3's churn reads it).
+    NO_PROGRESS = 0x40
+    HAS_IDENTITY = 0x80
+    # A record is complete once it has a result or an outcome kind (SPEC §8.0).
+    COMPLETE = HAS_RESULT | KIND_BITS
     # Inline bytes of a call id: OpenAI's and Anthropic's ids fit.
     ID_BYTES = 32
     NO_NAME = 0xFFFFFFFF
     # Bytes of one record in a row's block: four 8-byte columns, two 4-byte, flags.
     RECORD_BYTES = 4 * 8 + 2 * 4 + 1
+    # What a row scan returns when its churn walk needs the heap variant table.
+    NEED_VARIANTS = 2
+
+if KIND_VETO << KIND_SHIFT != VETO or KIND_TERMINAL_EXEC << KIND_SHIFT != TERMINAL:
+    raise ImportError("loopcore._ring_c: the outcome kind codes of _records moved")
+
 
 include "_ring_records.pxi"
 include "_ring_memory.pxi"
 include "_ring_scan.pxi"
+include "_ring_churn.pxi"
 include "_ring_rows.pxi"
+include "_ring_edit.pxi"
 
 
 @cython.final
@@ -139,10 +160,12 @@ cdef class RingStore:
         for row in range(self.capacity):
             PyMem_RawFree(self.meta[row].block)
             PyMem_RawFree(self.meta[row].ids)
+            PyMem_RawFree(self.meta[row].identity)
         PyMem_Free(self.meta)
         PyMem_Free(self.free_rows)
         PyMem_Free(self.slots)
         PyMem_Free(self.name_refs)
+        PyMem_RawFree(self.variants)
 
     def __len__(self):
         return self.live
@@ -157,47 +180,91 @@ cdef class RingStore:
         """``scan``; when quiet, the call is appended in the same step and None returned."""
         return self.scan_c(key, tool_name, args_hash, alarm, unknown_alarm, True, tool_call_id)
 
-    def append(self, key, tool_name, args_hash, tool_call_id):
-        """Append a call without outcome; the oldest record falls out past ``history_size``."""
-        self.append_c(key, tool_name, args_hash, tool_call_id)
+    def append(self, key, tool_name, args_hash, tool_call_id, kind=0):
+        """Append a call without outcome (``kind``: a veto); the oldest falls out when full."""
+        self.append_c(key, tool_name, args_hash, tool_call_id, kind)
 
-    def attach(self, key, tool_name, args_hash, tool_call_id, result_hash, unknown):
-        """Fill the newest pending record of this call (SPEC §3), or append one; return it."""
-        return self.attach_c(key, tool_name, args_hash, tool_call_id, result_hash, unknown)
+    def attach(
+        self, key, tool_name, args_hash, tool_call_id, result_hash, unknown, kind=0,
+        identity=None, no_progress=False,
+    ):
+        """Complete the pending record of this call (SPEC §9.1), or append one; return it.
+
+        An outcome already recorded under this call id (SPEC §12.7), or a veto
+        already recorded under it (§8.1), returns that record unchanged.
+        """
+        return self.attach_c(
+            key, tool_name, args_hash, tool_call_id,
+            result_hash if result_hash is not None else 0, result_hash is not None, unknown,
+            kind, identity if identity is not None else 0, identity is not None, no_progress,
+        )
+
+    def release(self, key, tool_call_ids):
+        """Remove the pending records of these call ids (admitted, then skipped)."""
+        cdef Py_ssize_t n, row, removed = 0
+        cdef uint64_t *ids = release_ids(tool_call_ids, &n)
+        cdef int64_t key_hash
+        cdef int gc_was
+        try:
+            key_hash = key_hash_of(self, key)
+            # Off: a long call id's entry moves in a dict as its record does.
+            gc_was = enter_no_collection(self)
+            try:
+                row = row_find(self, key, key_hash)
+                if row >= 0 and n:
+                    removed = row_release(self, row, ids, n)
+            finally:
+                leave(self, gc_was)
+        finally:
+            PyMem_RawFree(ids)
+        return removed
+
+    def reconcile(self, key, tool_name, args_hash, tool_call_id):
+        """SPEC §8.7: re-hash the pending call a pre-call hook rewrote.
+
+        Returns ``(found, changed, churn, variants)``: the churn count of the
+        new hash over the records older than the call.
+        """
+        tool_name = exact(tool_name)
+        call_id = exact(tool_call_id)
+        cdef uint64_t h = args_hash
+        cdef uint64_t call_hash = str_hash(call_id) if call_id is not None else 0
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef Py_ssize_t row, slot = -1
+        cdef bint changed = False, recorded = False
+        cdef int64_t churn = 0, variants = 0
+        cdef int gc_was = enter(self)
+        try:
+            row = row_find(self, key, key_hash)
+            if row >= 0:
+                slot = match_slot(
+                    self, row, name_find(self, tool_name), 0, False, call_id is not None,
+                    call_hash, -1, &recorded,
+                )
+            if slot >= 0:
+                changed = row_rehash(self, row, slot, h, &churn, &variants)
+        finally:
+            leave(self, gc_was)
+        return slot >= 0, changed, churn, variants
+
+    def window(self, key):
+        """A copy of the scope's raw records, oldest first, as lists in the Python
+        twin's field order (for projected scans)."""
+        cdef int64_t key_hash = key_hash_of(self, key)
+        cdef int gc_was = enter_no_collection(self)
+        try:
+            return row_records(self, key, row_find(self, key, key_hash), True)
+        finally:
+            leave(self, gc_was)
 
     def history(self, key):
         """The scope's records, oldest first."""
-        cdef Py_ssize_t row, slot, _n, count
-        cdef Cols c
         cdef int64_t key_hash = key_hash_of(self, key)
-        out = []
         cdef int gc_was = enter_no_collection(self)
         try:
-            row = row_find(self, key, key_hash)
-            if row < 0:
-                return out
-            cols_of(&self.meta[row], &c)
-            count = self.meta[row].fill
-            slot = self.meta[row].head - count
-            if slot < 0:
-                slot += self.history_size
-            for _n in range(count):
-                out.append(
-                    make_record(
-                        self.names[c.tool[slot]],
-                        c.args[slot],
-                        slot_id(self, row, slot),
-                        key,
-                        c.ts[slot],
-                        c.result[slot],
-                        c.flag[slot] & HAS_RESULT,
-                        self.names[c.unknown[slot]] if c.flag[slot] & HAS_UNKNOWN else None,
-                    )
-                )
-                slot = slot + 1 if slot + 1 < self.history_size else 0
+            return row_records(self, key, row_find(self, key, key_hash), False)
         finally:
             leave(self, gc_was)
-        return out
 
     def drop(self, key):
         cdef Py_ssize_t row
@@ -247,6 +314,11 @@ cdef class RingStore:
         return 1 + ID_BYTES
 
     @property
+    def identity_bytes(self):
+        """Bytes a record's identity hash adds, in rows that hold terminal failures."""
+        return sizeof(uint64_t)
+
+    @property
     def allocated_bytes(self):
         """Bytes of the live rows' blocks: records allocated, not ``history_size`` each."""
         cdef Py_ssize_t row, total = 0
@@ -257,6 +329,8 @@ cdef class RingStore:
                     total += self.meta[row].cap * RECORD_BYTES
                 if self.meta[row].ids != NULL:
                     total += self.meta[row].cap * (1 + ID_BYTES)
+                if self.meta[row].identity != NULL:
+                    total += self.meta[row].cap * sizeof(uint64_t)
         finally:
             leave(self, gc_was)
         return total
@@ -310,7 +384,7 @@ cdef class RingStore:
         ``key_hash`` is ``key_hash_of(key)``, as ``warm`` returns it.
         """
         cdef Py_ssize_t row
-        cdef bint alarmed
+        cdef int alarmed
         cdef double now = wall_clock() if append else 0.0
         tool_name = exact(tool_name)
         call_id = exact(call_id)
@@ -324,11 +398,18 @@ cdef class RingStore:
                 alarmed = 0 >= alarm or 0 >= unknown_alarm
             else:
                 alarmed = row_scan(self, row, tool_index, args_hash, alarm, unknown_alarm, out)
+                if alarmed == NEED_VARIANTS:
+                    # A rare churn of many variants: the heap table, then the scan again.
+                    grow_variants(self, self.meta[row].fill)
+                    alarmed = row_scan(
+                        self, row, tool_index, args_hash, alarm, unknown_alarm, out
+                    )
             out.tool_index = tool_index
             out.generation = self.generation
             if append and not alarmed:
                 row_append(
-                    self, key, key_hash, row, tool_name, args_hash, call_id, now, 0, False, None
+                    self, key, key_hash, row, tool_name, args_hash, call_id, now, &NO_OUTCOME,
+                    None,
                 )
             return alarmed
         finally:
@@ -359,8 +440,10 @@ cdef class RingStore:
         return None
 
     cdef int append_c(
-        self, object key, object tool_name, uint64_t args_hash, object call_id
+        self, object key, object tool_name, uint64_t args_hash, object call_id, int kind
     ) except -1:
+        valid_kind(kind)
+        cdef Outcome outcome = outcome_of(0, False, kind, 0, False, False)
         cdef double now = wall_clock()
         tool_name = exact(tool_name)
         call_id = exact(call_id)
@@ -369,7 +452,7 @@ cdef class RingStore:
         try:
             row_append(
                 self, key, key_hash, row_find(self, key, key_hash), tool_name, args_hash,
-                call_id, now, 0, False, None,
+                call_id, now, &outcome, None,
             )
         finally:
             leave(self, gc_was)
@@ -377,61 +460,56 @@ cdef class RingStore:
 
     cdef object attach_c(
         self, object key, object tool_name, uint64_t args_hash, object call_id,
-        uint64_t result_hash, object unknown,
+        uint64_t result_hash, bint has_result, object unknown, int kind, uint64_t identity,
+        bint has_identity, bint no_progress,
     ):
+        valid_kind(kind)
+        cdef Outcome outcome = outcome_of(
+            result_hash, has_result, kind, identity, has_identity, no_progress
+        )
         tool_name = exact(tool_name)
         call_id = exact(call_id)
         unknown = exact(unknown)
         cdef uint64_t call_hash = str_hash(call_id) if call_id is not None else 0
-        cdef double now
-        cdef Py_ssize_t row, slot, _n
-        cdef int64_t tool_index
-        cdef int32_t h = <int32_t>self.history_size
-        cdef Cols c
+        cdef double now = 0.0
+        cdef Py_ssize_t row, slot = -1
         cdef int64_t key_hash = key_hash_of(self, key)
-        # The record is built once the lock is released (a new container).
-        cdef bint filled = False
+        # The record is built once the lock is released (a new container), from
+        # the stored slot's fields when an earlier record answers.
+        cdef Cols c
+        cdef Outcome stored
+        cdef uint64_t stored_args = 0
         cdef double ts = 0.0
-        stored_id = None
-        stored_tool = None
+        stored_tool = stored_id = stored_unknown = None
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
-            tool_index = name_find(self, tool_name)
-            if row >= 0 and tool_index >= 0:
+            if row >= 0:
+                slot = outcome_slot(
+                    self, row, name_find(self, tool_name), args_hash, call_id, call_hash,
+                    &outcome, unknown,
+                )
+            if slot >= 0:
                 cols_of(&self.meta[row], &c)
-                slot = self.meta[row].head
-                for _n in range(self.meta[row].fill):
-                    slot = slot - 1 if slot > 0 else h - 1
-                    if (
-                        not (c.flag[slot] & HAS_RESULT)
-                        and c.args[slot] == args_hash
-                        and c.tool[slot] == tool_index
-                        and (
-                            call_id is None
-                            or (c.flag[slot] & HAS_CALL_ID and c.call_id[slot] == call_hash)
-                        )
-                    ):
-                        if unknown is not None:
-                            c.unknown[slot] = <uint32_t>name_use(self, unknown)
-                            c.flag[slot] |= HAS_UNKNOWN
-                        c.result[slot] = result_hash
-                        c.flag[slot] |= HAS_RESULT
-                        filled = True
-                        stored_tool = self.names[tool_index]
-                        stored_id = slot_id(self, row, slot)
-                        ts = c.ts[slot]
-                        break
-            if not filled:
+                stored_tool = self.names[c.tool[slot]]
+                stored_args = c.args[slot]
+                stored_id = slot_id(self, row, slot)
+                ts = c.ts[slot]
+                stored.flags = c.flag[slot]
+                stored.result = c.result[slot]
+                stored.identity = c.identity[slot] if stored.flags & HAS_IDENTITY else 0
+                if stored.flags & HAS_UNKNOWN:
+                    stored_unknown = self.names[c.unknown[slot]]
+            else:
                 now = wall_clock()
                 row_append(
-                    self, key, key_hash, row, tool_name, args_hash, call_id, now, result_hash,
-                    True, unknown,
+                    self, key, key_hash, row, tool_name, args_hash, call_id, now, &outcome,
+                    unknown,
                 )
         finally:
             leave(self, gc_was)
-        if filled:
+        if slot >= 0:
             return make_record(
-                stored_tool, args_hash, stored_id, key, ts, result_hash, True, unknown
+                stored_tool, stored_args, stored_id, key, ts, stored_unknown, &stored
             )
-        return make_record(tool_name, args_hash, call_id, key, now, result_hash, True, unknown)
+        return make_record(tool_name, args_hash, call_id, key, now, unknown, &outcome)

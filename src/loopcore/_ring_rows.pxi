@@ -108,12 +108,16 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
     grown.cap = <int32_t>cap
     grown.block = <char*>checked_raw_malloc(cap, RECORD_BYTES)
     grown.ids = NULL
-    if m.ids != NULL:
-        try:
+    grown.identity = NULL
+    try:
+        if m.ids != NULL:
             grown.ids = <char*>checked_raw_malloc(cap, 1 + ID_BYTES)
-        except BaseException:
-            PyMem_RawFree(grown.block)
-            raise
+        if m.identity != NULL:
+            grown.identity = <uint64_t*>checked_raw_malloc(cap, sizeof(uint64_t))
+    except BaseException:
+        PyMem_RawFree(grown.block)
+        PyMem_RawFree(grown.ids)
+        raise
     cdef Cols old, new
     cols_of(m, &old)
     cols_of(&grown, &new)
@@ -129,16 +133,28 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
         memcpy(grown.ids, m.ids, n)
         memcpy(&grown.ids[cap], &m.ids[m.cap], n * ID_BYTES)
         PyMem_RawFree(m.ids)
+    if m.identity != NULL:
+        memcpy(grown.identity, m.identity, n * sizeof(uint64_t))
+        PyMem_RawFree(m.identity)
     PyMem_RawFree(m.block)
     m[0] = grown
     return 0
 
 
-cdef int row_append(
+cdef int row_identity(RingStore self, Py_ssize_t row) except -1:
+    """The row's identity column, allocated when it first stores an identity hash."""
+    cdef RowMeta *m = &self.meta[row]
+    if m.identity == NULL:
+        # A row without terminal failures never pays for it.
+        m.identity = <uint64_t*>checked_raw_malloc(m.cap, sizeof(uint64_t))
+    return 0
+
+
+cdef Py_ssize_t row_append(
     RingStore self, object key, int64_t key_hash, Py_ssize_t row, object tool_name,
-    uint64_t args_hash, object call_id, double now, uint64_t result_hash, bint has_result,
-    object unknown,
+    uint64_t args_hash, object call_id, double now, Outcome *outcome, object unknown,
 ) except -1:
+    """Append a record to the key's row (``row``, or -1: a new row); returns the row."""
     cdef Cols c
     cdef RowMeta *m
     cdef int64_t found
@@ -162,6 +178,8 @@ cdef int row_append(
             row = row_new(self, key, key_hash)
         if self.meta[row].fill == self.meta[row].cap:
             row_reserve(self, row)
+        if outcome.flags & HAS_IDENTITY:
+            row_identity(self, row)
     except BaseException:
         if not same_tool:
             name_drop(self, tool_index)
@@ -176,15 +194,16 @@ cdef int row_append(
             pass  # nothing in the old record to let go of: its tool carries over
         else:
             slot_clear(self, row, slot, same_tool)
-    cdef uint8_t flags = 0
+    cdef uint8_t flags = outcome.flags
     c.tool[slot] = tool_index
     c.args[slot] = args_hash
     c.ts[slot] = now
     # Absent fields keep stale values: the flags say what is there, and
     # leaving them untouched spares a cold row cache lines.
-    if has_result:
-        flags |= HAS_RESULT
-        c.result[slot] = result_hash
+    if flags & HAS_RESULT:
+        c.result[slot] = outcome.result
+    if flags & HAS_IDENTITY:
+        c.identity[slot] = outcome.identity
     if unknown is not None:
         flags |= HAS_UNKNOWN
         c.unknown[slot] = unknown_index
@@ -196,7 +215,7 @@ cdef int row_append(
     m.head = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
     if m.fill < self.history_size:
         m.fill += 1
-    return 0
+    return row
 
 
 cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
@@ -206,6 +225,7 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     session = (<tuple>key)[0]
     if self.live >= self.max_scopes:
         free_row(self, self.row_keys[self.oldest_row], self.oldest_row)
+        self.evicted += 1
     if self.free_count == 0:
         slab_grow(self, min(self.max_scopes, 2 * self.capacity))
     if (self.table_used + 1) * 2 > self.table_mask + 1:
@@ -218,6 +238,7 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     m.cap = 0
     m.block = NULL
     m.ids = NULL
+    m.identity = NULL
     m.key_hash = key_hash
     m.session = <PyObject*>session
     m.run_id = <PyObject*>(<tuple>key)[1]
@@ -245,8 +266,10 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
         slot_clear(self, row, slot)
     PyMem_RawFree(m.block)
     PyMem_RawFree(m.ids)
+    PyMem_RawFree(m.identity)
     m.block = NULL
     m.ids = NULL
+    m.identity = NULL
     m.cap = 0
     table_delete(self, <int32_t>row)
     m.session = NULL

@@ -1,6 +1,7 @@
 # What does one scan of a row count, and how are names and call ids kept per slot?
 # (included by _ring_c.pyx: module-level functions over a RingStore, so each call
-# is a direct C call; the caller holds the store's lock.)
+# is a direct C call; the caller holds the store's lock.) The churn walk and its
+# variant table are in _ring_churn.pxi.
 
 
 cdef int64_t name_find(RingStore self, object name) except -2:
@@ -66,6 +67,8 @@ cdef struct Cols:
     uint32_t *tool
     uint32_t *unknown
     uint8_t *flag
+    # Outside the block, allocated once the row stores one (else NULL).
+    uint64_t *identity
 
 
 cdef inline void cols_of(RowMeta *m, Cols *c) noexcept nogil:
@@ -78,6 +81,7 @@ cdef inline void cols_of(RowMeta *m, Cols *c) noexcept nogil:
     c.tool = <uint32_t*>(c.ts + n)
     c.unknown = c.tool + n
     c.flag = <uint8_t*>(c.unknown + n)
+    c.identity = m.identity
 
 
 cdef int slot_clear(
@@ -144,118 +148,193 @@ cdef object scan_stats(RingStore self, Scan *scan):
         paired_tool=self.names[scan.paired_tool] if scan.pingpong else None,
         paired_hash=scan.paired_hash,
         pingpong_no_progress=bool(scan.pingpong and scan.no_progress),
+        churn=scan.churn,
+        churn_variants=scan.churn_variants,
     )
 
 
-cdef bint row_scan(
-    RingStore self, Py_ssize_t row, int64_t tool_index, uint64_t args_hash, int64_t alarm,
-    int64_t unknown_alarm, Scan *out,
-) noexcept:
-    """One newest-first pass over a row (``_ring_py.scan_window``); True when alarmed."""
-    cdef Py_ssize_t h = self.history_size
-    cdef Py_ssize_t count = self.meta[row].fill
-    cdef Py_ssize_t slot = self.meta[row].head
-    cdef Py_ssize_t position, index
-    memset(out, 0, sizeof(Scan))
-    if count == 0:
-        return 0 >= alarm or 0 >= unknown_alarm
-    # A row holds up to ``cap`` records; it wraps only once full at ``history_size``.
-    slot = slot - 1 if slot > 0 else h - 1
-    index = slot
-    cdef Cols c
-    cols_of(&self.meta[row], &c)
-    cdef uint32_t *tool = c.tool
-    cdef uint64_t *args = c.args
-    cdef uint64_t *result = c.result
-    cdef uint32_t *unknown = c.unknown
-    cdef uint8_t *flag = c.flag
+cdef inline bint same_identity(Cols *c, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    """Do two records carry the same identity hash, or both none?"""
+    cdef uint8_t has = c.flag[a] & HAS_IDENTITY
+    if has != (c.flag[b] & HAS_IDENTITY):
+        return False
+    return not has or c.identity[a] == c.identity[b]
 
-    cdef uint64_t side_a = args[index], side_b = 0
-    cdef bint has_b = False
-    cdef Py_ssize_t tail = 1
-    cdef bint tail_open = True
-    cdef uint64_t result_a = result[index], result_b = 0
-    cdef bint no_progress = (flag[index] & HAS_RESULT) != 0
-    cdef uint32_t newest_tool = tool[index]
-    cdef uint32_t unknown_hash = unknown[index]
-    cdef bint unknown_open = newest_tool == tool_index and (flag[index] & HAS_UNKNOWN) != 0
-    cdef int64_t unknown_streak = 0, recent = 0, streak = 0
-    cdef uint64_t reference = 0
-    cdef bint has_reference = False, streak_open = True
-    cdef uint64_t record_hash, record_result
-    cdef bint has_result
-    cdef Py_ssize_t i
 
-    # Most calls are new: no earlier record has their hash, so there is no
-    # streak, no recent count and no ping-pong (that needs h == B, an
-    # earlier hash). Counting matches in memory order is one tight loop the
-    # compiler vectorises; the newest-first walk is for the rest.
-    if not unknown_open:
-        for i in range(count):
-            recent += args[i] == args_hash
-        if recent == 0:
-            out.paired_hash = side_a
-            out.no_progress = no_progress
-            return 0 >= alarm or 0 >= unknown_alarm
-        recent = 0
+cdef inline void tool_walk(
+    Cols *c, Py_ssize_t slot, Py_ssize_t count, Py_ssize_t h, int64_t tool_index, Scan *out,
+) noexcept nogil:
+    """The unknown-tool streak and SPEC §8.4's terminal streak (into ``streak``), newest first.
 
-    # Only the args column is read for every record; results and flags are
-    # read for matches and the alternating tail, so a scan of a cold row
-    # touches few cache lines.
-    for position in range(count):
-        record_hash = args[index]
-        if record_hash == args_hash:
-            recent += 1
-            if streak_open and flag[index] & HAS_RESULT:
-                record_result = result[index]
-                if not has_reference:
-                    reference = record_result
-                    has_reference = True
-                    streak = 1
-                elif record_result == reference:
-                    streak += 1
-                else:
-                    streak_open = False
-        if unknown_open:
-            if (
-                tool[index] == tool_index
-                and (flag[index] & HAS_UNKNOWN)
-                and unknown[index] == unknown_hash
-            ):
-                unknown_streak += 1
-            else:
+    Both look at this tool's newest records whatever their args, and both
+    usually end at the newest record (another tool, an ordinary outcome).
+    """
+    cdef bint unknown_open = True, terminal_open = True, same_tool, veto
+    cdef int64_t unknown_streak = 0, terminal = 0, pending = 0
+    cdef uint32_t name = 0
+    cdef Py_ssize_t anchor = -1, _n
+    cdef uint8_t f
+    for _n in range(count):
+        f = c.flag[slot]
+        same_tool = c.tool[slot] == tool_index
+        veto = (f & KIND_BITS) == VETO
+        # Vetoes (of any tool) are skipped, not breaking (SPEC §8.1, §8.15 F1).
+        if unknown_open and not veto:
+            if not same_tool or not (f & HAS_UNKNOWN):
                 unknown_open = False
-        if tail_open and position > 0:
-            has_result = (flag[index] & HAS_RESULT) != 0
-            record_result = result[index] if has_result else 0
+            elif unknown_streak == 0:
+                name = c.unknown[slot]
+                unknown_streak = 1
+            elif c.unknown[slot] != name:
+                unknown_open = False
+            else:
+                unknown_streak += 1
+        if terminal_open:
+            if not same_tool:
+                terminal_open = False
+            elif veto:
+                pending += 1
+            elif f & HAS_RESULT:
+                if (f & KIND_BITS) != TERMINAL:
+                    terminal_open = False
+                elif (
+                    anchor >= 0
+                    and c.result[slot] != c.result[anchor]
+                    and (c.args[slot] != c.args[anchor] or not same_identity(c, slot, anchor))
+                ):
+                    terminal_open = False
+                else:
+                    if anchor < 0:
+                        anchor = slot
+                    terminal += pending + 1
+                    pending = 0
+        if not (unknown_open or terminal_open):
+            break
+        slot = slot - 1 if slot > 0 else h - 1
+    out.unknown_streak = unknown_streak
+    out.unknown_name = name if unknown_streak else 0
+    if terminal:
+        out.streak = terminal
+        out.reference = c.result[anchor]
+        out.has_reference = True
+
+
+cdef inline void repeat_walk(
+    Cols *c, Py_ssize_t slot, Py_ssize_t count, Py_ssize_t h, int64_t tool_index,
+    uint64_t args_hash, int64_t recent, Scan *out,
+) noexcept nogil:
+    """SPEC §8.1's no-progress streak and the ping-pong tail (§4, §12.4), newest first.
+
+    The streak replaces the terminal one ``tool_walk`` left in ``out`` unless
+    that one is strictly longer.
+    """
+    cdef Py_ssize_t position, tail = 0
+    cdef int64_t streak = 0, pending = 0, matched = 0
+    cdef uint64_t reference = 0, record_hash, record_result
+    cdef bint has_reference = False, streak_open = True, veto
+    cdef uint64_t side_a = c.args[slot], side_b = 0, result_a = 0, result_b = 0
+    cdef bint tail_open = True, has_a = False, has_b = False, missing = False, differs = False
+    cdef uint8_t f
+    for position in range(count):
+        record_hash = c.args[slot]
+        f = c.flag[slot]
+        veto = (f & KIND_BITS) == VETO
+        if streak_open and record_hash == args_hash:
+            matched += 1
+            if c.tool[slot] == tool_index:
+                if veto:
+                    pending += 1
+                elif f & HAS_RESULT:
+                    record_result = c.result[slot]
+                    if not has_reference:
+                        reference = record_result
+                        has_reference = True
+                    elif record_result != reference:
+                        streak_open = False
+                    if streak_open:
+                        streak += pending + 1
+                        pending = 0
+            # No earlier record has this hash: the streak is complete.
+            if matched == recent:
+                streak_open = False
+        if tail_open:
             if position == 1:
                 if record_hash == side_a:
                     tail_open = False
                 else:
                     side_b = record_hash
-                    has_b = True
-                    result_b = record_result
-            elif record_hash != (side_a if position % 2 == 0 else side_b):
+            elif position > 1 and record_hash != (side_a if position % 2 == 0 else side_b):
                 tail_open = False
             if tail_open:
                 tail += 1
-                if not has_result:
-                    no_progress = False
-                elif position % 2 == 0:
-                    no_progress = no_progress and record_result == result_a
-                else:
-                    no_progress = no_progress and record_result == result_b
+                # Vetoes take part in the alternation and are neutral for progress.
+                if not veto:
+                    if not (f & HAS_RESULT):
+                        missing = True
+                    elif position % 2 == 0:
+                        if not has_a:
+                            result_a = c.result[slot]
+                            has_a = True
+                        elif c.result[slot] != result_a:
+                            differs = True
+                    else:
+                        if not has_b:
+                            result_b = c.result[slot]
+                            has_b = True
+                        elif c.result[slot] != result_b:
+                            differs = True
+        if not (streak_open or tail_open):
+            break
         slot = slot - 1 if slot > 0 else h - 1
-        index = slot
+    if not has_reference:
+        streak = pending  # vetoes alone count
+    if not (out.streak > streak):
+        out.streak = streak
+        out.reference = reference
+        out.has_reference = has_reference
+    if tail >= 2 and args_hash == side_b:
+        out.pingpong = tail + 1
+        out.no_progress = not missing and has_a and has_b and not differs
 
+
+cdef int row_scan(
+    RingStore self, Py_ssize_t row, int64_t tool_index, uint64_t args_hash, int64_t alarm,
+    int64_t unknown_alarm, Scan *out,
+) noexcept:
+    """One scan of a row (``_ring_py.scan_window``): 1 when alarmed, 0 when quiet, or
+    NEED_VARIANTS (nothing counted) when the churn walk needs ``grow_variants`` first."""
+    cdef Py_ssize_t h = self.history_size
+    cdef Py_ssize_t count = self.meta[row].fill
+    cdef Py_ssize_t newest = self.meta[row].head
+    cdef Py_ssize_t i
+    memset(out, 0, sizeof(Scan))
+    if count == 0:
+        return 0 >= alarm or 0 >= unknown_alarm
+    # A row holds up to ``cap`` records; it wraps only once full at ``history_size``.
+    newest = newest - 1 if newest > 0 else h - 1
+    cdef Cols c
+    cols_of(&self.meta[row], &c)
+    cdef uint64_t *args = c.args
+    cdef int64_t recent = 0
+    # Most calls are new: no earlier record has their hash, so there is no
+    # §8.1 streak, no ping-pong (that needs h == B, an earlier hash) and no
+    # churn (h must be a variant). Counting matches in memory order is one
+    # tight loop the compiler vectorises; the walks are for the rest.
+    for i in range(count):
+        recent += args[i] == args_hash
     out.recent = recent
-    out.streak = streak
-    out.reference = reference
-    out.has_reference = has_reference
-    out.unknown_streak = unknown_streak
-    out.unknown_name = unknown_hash if unknown_streak else 0
-    out.pingpong = tail + 1 if tail >= 2 and has_b and args_hash == side_b else 0
-    out.paired_tool = newest_tool if out.pingpong else 0
-    out.paired_hash = side_a
-    out.no_progress = no_progress
-    return recent >= alarm or out.pingpong >= alarm or unknown_streak >= unknown_alarm
+    out.paired_hash = args[newest]
+    tool_walk(&c, newest, count, h, tool_index, out)
+    if recent:
+        repeat_walk(&c, newest, count, h, tool_index, args_hash, recent, out)
+        if out.pingpong:
+            out.paired_tool = c.tool[newest]
+        if churn_of(self, &c, newest, count, tool_index, args_hash, out) == NEED_VARIANTS:
+            return NEED_VARIANTS
+    return (
+        out.recent >= alarm
+        or out.streak >= alarm
+        or out.pingpong >= alarm
+        or out.churn >= alarm
+        or out.unknown_streak >= unknown_alarm
+    )
