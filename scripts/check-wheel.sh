@@ -123,7 +123,7 @@ hard = sorted(
 if hard != ["json5", "xxhash"]:
     problems.append(f"wheel METADATA: hard dependencies {hard}, expected json5 and xxhash only")
 extras = set(meta.get_all("Provides-Extra") or [])
-for extra in ("cli", "plot", "prometheus", "redis", "docs", "test", "bench", "dev"):
+for extra in ("cli", "plot", "prometheus", "docs", "test", "bench", "dev"):
     if extra not in extras:
         problems.append(f"wheel METADATA: no [{extra}] extra")
 

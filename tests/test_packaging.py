@@ -109,12 +109,10 @@ def test_hard_dependencies_are_only_what_the_per_call_path_needs() -> None:
 
 def test_each_extra_holds_what_its_feature_needs() -> None:
     extras = _pyproject()["project"]["optional-dependencies"]
-    assert {"cli", "plot", "prometheus", "redis", "docs", "test", "bench", "dev"} <= set(extras)
+    assert {"cli", "plot", "prometheus", "docs", "test", "bench", "dev"} <= set(extras)
     assert _extra("cli", extras) == {"numpy", "tqdm"}
     assert _extra("plot", extras) == {"numpy", "tqdm", "matplotlib"}
     assert _extra("prometheus", extras) == {"prometheus-client"}
-    assert _extra("redis", extras) == {"redis"}
-    assert any(re.fullmatch(r"redis\s*>=\s*5(\.\d+)*", r) for r in extras["redis"])
     assert "mkdocs" in _extra("docs", extras)
     test = _extra("test", extras)
     assert {"pytest", "hypothesis", "pytest-asyncio", "numpy", "tqdm", "prometheus-client"} <= test
