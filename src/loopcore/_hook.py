@@ -195,7 +195,9 @@ class ToolLoopGuard(GuardCalls):
     @contextmanager
     def scope(self, *, session: Hashable = None, run_id: str | None = None) -> Iterator[None]:
         """Set the scope of calls in this context (safe across asyncio tasks)."""
-        token = self._scope.set(scope_key(session, run_id))
+        key = scope_key(session, run_id)
+        self._scope_used = True  # from now on, calls that leave their scope out look it up
+        token = self._scope.set(key)
         try:
             yield
         finally:

@@ -66,6 +66,8 @@ cdef enum:
     VERDICT_CACHE_SIZE = 4096
 
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
+# The "active scope" default, held in C so that each call compares two pointers.
+cdef object ACTIVE = UNSCOPED
 
 # The outcome twin's C fast path, compiled in here so that it inlines.
 include "_outcome_plain.pxi"
@@ -269,8 +271,13 @@ cdef class _Calls:
 
     @cython.final
     cdef object attach(self, object tool_name, object args, object result, object error,
-                       object tool_call_id, object key, bint vetoes=True, bint validation=False):
-        """Record an outcome; a loop veto only when ``vetoes`` (the guard has its own)."""
+                       object tool_call_id, object key, bint vetoes=True, bint validation=False,
+                       bint want_record=True):
+        """Record an outcome; a loop veto only when ``vetoes`` (the guard has its own).
+
+        The record is returned only when ``want_record``: building it is most of
+        the cost of a cheap outcome, and ``after_call`` rarely needs it.
+        """
         valid_tool(tool_name)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         valid_call_id(tool_call_id)
@@ -306,7 +313,7 @@ cdef class _Calls:
         if self.ring is not None:
             return self.ring.attach_c(
                 key, tool_name, args_hash, tool_call_id, result_hash, has_result, unknown, kind,
-                identity, has_identity, no_progress,
+                identity, has_identity, no_progress, want_record,
             )
         return self._store.attach(
             key, tool_name, args_hash, tool_call_id, result_hash if has_result else None,
@@ -445,6 +452,9 @@ cdef class GuardCalls(_Calls):
     cdef readonly dict _noted
     cdef readonly object _allowed
     cdef readonly object _scope_var
+    # Set once the guard's scope() is first entered: until then the active scope
+    # is the unscoped one, and a call that leaves its scope out skips the lookup.
+    cdef public bint _scope_used
     # Every call checked (the batch admission adds its own): ``stats().calls``.
     cdef public Py_ssize_t _calls
 
@@ -454,6 +464,7 @@ cdef class GuardCalls(_Calls):
         self._noted = noted
         self._allowed = allowed
         self._scope_var = scope_var
+        self._scope_used = False
         self._calls = 0
 
     def _active_key(self, session, run_id):
@@ -462,12 +473,16 @@ cdef class GuardCalls(_Calls):
 
     @cython.final
     cdef object active_key(self, object session, object run_id):
+        if not self._scope_used:
+            return self.key_of(
+                None if session is ACTIVE else session, None if run_id is ACTIVE else run_id
+            )
         active = <tuple>get_value(self._scope_var)
-        if session is UNSCOPED:
+        if session is ACTIVE:
             session = active[0]
             if type(session) is SessionRef:  # as the tables hold a host object
                 session = (<object>session).value
-        if run_id is UNSCOPED:
+        if run_id is ACTIVE:
             run_id = active[1]
         return self.key_of(session, run_id)
 
@@ -475,7 +490,7 @@ cdef class GuardCalls(_Calls):
         self, tool_name, args, *, tool_call_id=None, session=UNSCOPED, run_id=UNSCOPED
     ):
         """Check a call about to run; record it (a blocked one as a loop veto)."""
-        if session is UNSCOPED or run_id is UNSCOPED:
+        if session is ACTIVE or run_id is ACTIVE:
             key = self.active_key(session, run_id)
         else:
             key = self.key_of(session, run_id)
@@ -516,11 +531,14 @@ cdef class GuardCalls(_Calls):
 
         Raises CompactionLoopPersisted when the post-compaction guard trips.
         """
-        if session is UNSCOPED or run_id is UNSCOPED:
+        if session is ACTIVE or run_id is ACTIVE:
             key = self.active_key(session, run_id)
         else:
             key = self.key_of(session, run_id)
-        record = self.attach(tool_name, args, result, error, tool_call_id, key, False, False)
+        cdef bint wanted = bool(self._armed) or bool(self._noted)
+        record = self.attach(
+            tool_name, args, result, error, tool_call_id, key, False, False, wanted
+        )
         if self._armed:
             self._observe(record, tool_name, args, key)
         if self._noted and key in self._noted:

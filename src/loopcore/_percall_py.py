@@ -184,6 +184,7 @@ class GuardCalls(_Calls):
     _noted: dict[ScopeKey, Any]
     _allowed: Any
     _scope_var: ContextVar[ScopeKey]
+    _scope_used: bool
     _calls: int
 
     def _bind_guard(
@@ -199,6 +200,7 @@ class GuardCalls(_Calls):
         self._noted = noted
         self._allowed = allowed
         self._scope_var = scope_var
+        self._scope_used = False
         self._calls = 0
 
     def _active_key(self, session: Hashable, run_id: Any) -> ScopeKey:

@@ -130,5 +130,5 @@ cdef class RingStore:
     cdef object attach_c(
         self, object key, object tool_name, uint64_t args_hash, object call_id,
         uint64_t result_hash, bint has_result, object unknown, int kind, uint64_t identity,
-        bint has_identity, bint no_progress,
+        bint has_identity, bint no_progress, bint want_record=*,
     )

@@ -461,8 +461,9 @@ cdef class RingStore:
     cdef object attach_c(
         self, object key, object tool_name, uint64_t args_hash, object call_id,
         uint64_t result_hash, bint has_result, object unknown, int kind, uint64_t identity,
-        bint has_identity, bint no_progress,
+        bint has_identity, bint no_progress, bint want_record=True,
     ):
+        """``attach`` from C; without ``want_record`` it returns None (no record object)."""
         valid_kind(kind)
         cdef Outcome outcome = outcome_of(
             result_hash, has_result, kind, identity, has_identity, no_progress
@@ -508,6 +509,8 @@ cdef class RingStore:
                 )
         finally:
             leave(self, gc_was)
+        if not want_record:  # after_call with no guard armed and no note pending
+            return None
         if slot >= 0:
             return make_record(
                 stored_tool, stored_args, stored_id, key, ts, stored_unknown, &stored
