@@ -220,9 +220,10 @@ logged install "${offline_pip[@]}" "$venv" -m pip install --no-index --only-bina
 
 step="tests against the installed wheel"
 mkdir "$work/run"
-# README.md, docs/ and mkdocs.yml for tests/test_readme.py; LICENSE for tests/test_packaging.py.
+# README.md, docs/ and mkdocs.yml for tests/test_readme.py; LICENSE for tests/test_packaging.py;
+# examples/ for tests/test_examples.py.
 cp -R "$repo/tests" "$repo/fuzz" "$repo/pyproject.toml" "$repo/README.md" "$repo/docs" \
-    "$repo/mkdocs.yml" "$repo/LICENSE" "$work/run/"
+    "$repo/mkdocs.yml" "$repo/LICENSE" "$repo/examples" "$work/run/"
 find "$work/run" -name __pycache__ -prune -exec rm -rf {} +
 cd "$work/run"
 location=$("${clean_env[@]}" "$venv" -c \

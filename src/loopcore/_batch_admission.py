@@ -30,7 +30,8 @@ _Call = tuple[str, Any, "str | None"]
 def _calls(calls: object) -> list[_Call]:
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
         raise TypeError(
-            f"calls: expected a sequence of (tool, args[, tool_call_id]), got {type(calls).__name__}"
+            "calls: expected a sequence of (tool, args[, tool_call_id]), "
+            f"got {type(calls).__name__}"
         )
     out: list[_Call] = []
     for index, call in enumerate(calls):
