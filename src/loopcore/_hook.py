@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from logging import DEBUG
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -157,9 +158,12 @@ class ToolLoopGuard(GuardCalls):
         churning: dict[ScopeKey, ScopeState] = {}
         noted: dict[ScopeKey, ScopeState] = {}
         self._counters = Counters()
+        self._block_tally = self._counters.block_tally()
         # The scope whose terminal block repeated last, and its state (a loop storm).
-        self._storm: tuple[ScopeKey, ScopeState, tuple[str, str, bool]] | None = None
+        # (key, verdict, args hash, call id, tool, state, decision, counter key)
+        self._storm: tuple[Any, ...] | None = None
         self._lock = ScopeLock()
+        self._raw_lock = self._lock.raw
         self._scope: ContextVar[ScopeKey] = ContextVar(
             f"loopcore.scope.{id(self):x}", default=(None, None)
         )
@@ -361,35 +365,37 @@ class ToolLoopGuard(GuardCalls):
         """Block a critical call (recover once), or record the call and warn once per multiple."""
         if verdict.level == "critical":
             storm = self._storm
-            if storm is not None and storm[0] == key:
+            if (
+                storm is not None
+                and storm[1] is verdict
+                and storm[2] == args_hash
+                and storm[0] == key
+                and storm[3] == tool_call_id
+                and type(tool_name) is str
+                and storm[4] == tool_name
+            ):
                 # A loop storm: the same terminal block once more, written out inline
                 # (thousands of retries); only its counts change.
-                state = storm[1]
-                last = state.last_block
-                if (
-                    last is not None
-                    and last.verdict is verdict
-                    and last.args_hash == args_hash
-                    and last.tool_call_id == tool_call_id
-                    and type(tool_name) is str
-                    and last.tool_name == tool_name
-                ):
-                    call = (tool_name, args_hash)
-                    blocks = 0
-                    # Existing keys only (or a dict growing its table): no container
-                    # is allocated, so no collection can run host code under the lock.
-                    with self._lock.raw:
-                        if self._storm is storm:
-                            blocks = state.blocks.get(call, 0) + 1
-                            state.blocks[call] = blocks
-                            self._counters.blocked_again(storm[2])
-                    if blocks:
-                        self._store.append(key, tool_name, args_hash, tool_call_id, KIND_VETO)
-                        if blocks & (blocks - 1) == 0 or logger.isEnabledFor(logging.DEBUG):
-                            self._log_block(verdict, tool_name, key, blocks, True)
-                        if self._on_event is not None:
-                            self._blocked_event(last, key)
-                        return last
+                state = storm[5]
+                call = (tool_name, args_hash)
+                counted = storm[7]
+                tally = self._block_tally
+                blocks = 0
+                # Existing keys only (or a dict growing its table): no container
+                # is allocated, so no collection can run host code under the lock.
+                with self._raw_lock:
+                    if self._storm is storm:
+                        blocks = state.blocks.get(call, 0) + 1
+                        state.blocks[call] = blocks
+                        tally[counted] = tally.get(counted, 0) + 1
+                if blocks:
+                    self._store.append(key, tool_name, args_hash, tool_call_id, KIND_VETO)
+                    if blocks & (blocks - 1) == 0 or logger.isEnabledFor(DEBUG):
+                        self._log_block(verdict, tool_name, key, blocks, True)
+                    decision: Decision = storm[6]
+                    if self._on_event is not None:
+                        self._blocked_event(decision, key)
+                    return decision
             return self._critical(verdict, tool_name, args_hash, key, tool_call_id)
         self._store.append(key, tool_name, args_hash, tool_call_id)
         decision, after = self._warned(verdict, tool_name, args_hash, key, tool_call_id)
@@ -460,7 +466,10 @@ class ToolLoopGuard(GuardCalls):
             if not sibling:
                 state.last_block = decision
         if terminal and veto and not sibling and not self._shadow:
-            self._storm = (key, state, (verdict.detector or "", "critical", True))
+            counted = (verdict.detector or "", "critical", True)
+            self._storm = (
+                key, verdict, args_hash, tool_call_id, tool_name, state, decision, counted,
+            )  # fmt: skip
         if deferred is not None:
             deferred.append(lambda: self._blocked(decision, key, blocks))
         else:

@@ -221,6 +221,14 @@ class Counters:
         """``blocked(*key)`` with the key built by the caller (no allocation here)."""
         self._blocked[key] = self._blocked.get(key, 0) + 1
 
+    def block_tally(self) -> dict[tuple[str, str, bool], int]:
+        """The tally ``blocked_again`` increments, for a caller's own hot loop.
+
+        A guard in a loop storm counts each repeated block by adding 1 to its
+        ``(detector, level, terminal)`` entry here directly, under its lock.
+        """
+        return self._blocked
+
     def aborted(self) -> None:
         """One post-compaction abort (``CompactionLoopPersisted``, enforce mode)."""
         self.aborts += 1
