@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import time
-from logging import DEBUG
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from logging import DEBUG
 from typing import Any, TypeVar, overload
 
 from . import _outcome, _percall, _ring
