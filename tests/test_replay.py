@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from loopcore import LoopDetector, PostCompactionGuard, hash_call
+from loopcore import LoopDetector, PostCompactionGuard, hash_call, hash_outcome
 from loopcore.cli import main
 from loopcore.formats import MAX_REPORTS
 from loopcore.formats import _load as load_module
@@ -110,8 +110,11 @@ class Pi:
         return _write(path, self.lines)
 
 
+VETO = {"details": {"status": "blocked", "deniedReason": "tool-loop"}}
+
+
 def _sequential(path: Path, config: dict[str, Any]) -> dict[tuple[str, int], tuple[Any, ...]]:
-    """Per call of a pi transcript, what a gateway calling the detector in order would see.
+    """Per call of a pi transcript, what a gateway guarding the calls in order would see.
 
     Pairs calls and results by id independently of the replay's reader:
     ``check``, ``record_call``, ``record_outcome`` per call, and a post-compaction
@@ -144,6 +147,7 @@ def _sequential(path: Path, config: dict[str, Any]) -> dict[tuple[str, int], tup
                 scope = {"session": session, "run_id": f"run-{run}"}
                 verdict = detector.check(name, args, **scope)
                 detector.record_call(name, args, call_id, **scope)
+                blocked = verdict.level == "critical"
                 outcome: dict[str, Any] = {}
                 answer = results.get(call_id)
                 if answer is not None and answer["isError"]:
@@ -153,13 +157,19 @@ def _sequential(path: Path, config: dict[str, Any]) -> dict[tuple[str, int], tup
                         "content": answer["content"],
                         "details": answer.get("details"),
                     }
+                # A gateway records a blocked call as a loop veto, not as the call that ran.
                 record = detector.record_outcome(
-                    name, args, tool_call_id=call_id, **outcome, **scope
-                )
+                    name, args, tool_call_id=call_id, **({"result": VETO} if blocked else outcome),
+                    **scope,
+                )  # fmt: skip
                 guard = guards.get(run)
                 aborted = False
                 if guard is not None:
-                    result_hash = record.result_hash if record is not None else None
+                    # The post-compaction guard sees every call of its window, as recorded.
+                    if blocked:
+                        result_hash = hash_outcome(name, args, **outcome)[0]
+                    else:
+                        result_hash = record.result_hash if record is not None else None
                     aborted = guard.observe(name, hash_call(name, args), result_hash).should_abort
                 if verdict.stuck or aborted:
                     level = verdict.level if verdict.stuck else None

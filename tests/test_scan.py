@@ -1,4 +1,4 @@
-"""Batch scans (SPEC §7): ``scan`` agrees with the sequential detector and guard, call for call."""
+"""Batch scans (SPEC §7): ``scan`` agrees with the sequential gateway and guard, call for call."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import loopcore
-from loopcore import LoopDetector, PostCompactionGuard, hash_call, hash_outcome
+from loopcore import PostCompactionGuard, ToolLoopGuard, hash_call, hash_outcome
 from loopcore.batch import (
     DETECTORS,
     CallTable,
@@ -116,26 +116,33 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
 def sequential(
     trace: list[dict[str, Any]], config: dict[str, Any]
 ) -> Iterator[tuple[loopcore.Verdict, bool]]:
-    """Per call: ``check``'s verdict before it, and whether the guard aborts after it."""
-    detector = LoopDetector(config, max_scopes=1_000)
+    """Per call: ``before_call``'s verdict before it, and whether the guard aborts after it.
+
+    The gateway records an allowed call with its outcome (a recorded loop veto as
+    a veto, SPEC §8.1) and a blocked call as its own veto (the outcome dropped).
+    The post-compaction guard sees every call of the trace as recorded.
+    """
+    guard_hook = ToolLoopGuard(config, max_scopes=1_000)
     guards: dict[tuple[Any, Any], PostCompactionGuard] = {}
     guard_on = config.get("enabled") is not False
     window = config["postCompactionGuard"]["windowSize"]
-    for event in trace:
+    for number, event in enumerate(trace):
         scope = (event.get("session"), event.get("run_id"))
         guard = guards.setdefault(scope, PostCompactionGuard(window, enabled=guard_on))
         if event.get("type") == "compaction":
             guard.arm()
             continue
         tool, args = event["tool"], event["args"]
-        where = {"session": scope[0], "run_id": scope[1]}
-        verdict = detector.check(tool, args, **where)
-        detector.record_call(tool, args, **where)
+        where = {"session": scope[0], "run_id": scope[1], "tool_call_id": f"c{number}"}
+        decision = guard_hook.before_call(tool, args, **where)
         outcome = {key: event[key] for key in ("result", "error") if key in event}
-        record = detector.record_outcome(tool, args, **outcome, **where)
-        result_hash = record.result_hash if record is not None else None
+        if not decision.blocked:
+            # after_call leaves a loop-veto outcome to the veto a block records itself.
+            record = guard_hook.after_call if outcome.get("result") is not VETO else None
+            (record or guard_hook.detector.record_outcome)(tool, args, **outcome, **where)
+        result_hash = hash_outcome(tool, args, **outcome)[0]
         aborted = guard.observe(tool, hash_call(tool, args), result_hash).should_abort
-        yield verdict, aborted
+        yield decision.verdict, aborted
 
 
 def assert_matches(trace: list[dict[str, Any]], config: dict[str, Any]) -> None:
@@ -190,7 +197,9 @@ def test_long_loops_fire_every_detector_and_agree() -> None:
     config = {"enabled": True, "postCompactionGuard": {"windowSize": 3}}
     result = scan(trace, config)
     fired = {DETECTORS[code] for code in np.unique(result.detector)}
-    assert fired == {None, *DETECTORS[1:]}
+    # Every detector but argument churn (SPEC §8.3: no call here has a stale outcome
+    # under repeated args; tests/test_scan_since_seed.py covers it).
+    assert fired == {None, *DETECTORS[1:]} - {"argument_churn"}
     assert result.aborted.sum() == 1
     full = {
         "enabled": True,
@@ -313,11 +322,13 @@ def test_summaries_records_and_verdicts_describe_each_run() -> None:
         "level": "critical",
         "detector": "generic_repeat",
         "count": 20,
+        "terminal": False,
         "aborted": False,
     }
+    assert records[22]["terminal"] is True  # the run's second critical (SPEC §8.2)
     message = result.verdict(21).message
     assert message is not None
-    assert message.startswith("CRITICAL: grep has been called 20 times")
+    assert message.startswith("CRITICAL: Called grep with identical outcomes 20 times")
     assert result.verdict(-1) == result.verdict(len(result) - 1)
     with pytest.raises(IndexError, match="index: 30 is out of range for 30 calls"):
         result.verdict(30)

@@ -1,20 +1,28 @@
-"""How often has each call of a trace been repeated, for every call at once? (SPEC §4 counts)
+"""How often has each call of a trace been repeated, for every call at once? (SPEC §4, §8 counts)
 
 The counting half of the batch scans: for each call, the numbers the verdict
-table reads (``Stats``), computed with whole-array numpy operations, never a
-Python loop over calls:
+table reads (``Stats``), over the records a gateway would hold before it,
+computed with whole-array numpy operations:
 
 - one stable sort puts each scope's calls together, in order;
 - a second sort, by args hash and keeping time order, groups each scope's
-  repeats of one call;
-  within such a group a binary search finds the calls still inside the
-  ``historySize`` window (the recent count), and run lengths over the calls
-  with a result give the no-progress streak;
-- the ping-pong tail, the unknown-tool streak and the post-compaction guard
-  are run lengths of neighbour comparisons along each scope.
+  repeats of one call; within such a group a binary search finds the calls
+  still inside the ``historySize`` window (the recent count), and run lengths
+  over the repeats with a result, with the vetoes between them, give the
+  no-progress streak (SPEC §8.1);
+- the ping-pong tail (vetoes neutral, §12.4), the unknown-tool streak (vetoes
+  skipped), the terminal exec streak (§8.4) and the post-compaction guard are
+  run lengths of neighbour comparisons along each scope or along its
+  non-veto, same-side or terminal records.
+
+The argument-churn count (§8.3) needs the variants of a sliding tail: the
+whole-array pass gives an upper bound (the tail), and the calls the verdict
+table then judges a churn walk their tails back, a slab of offsets at a time,
+all at once (``churn_counts``).
 
 The counts do not depend on the thresholds, so a sweep over a threshold
-computes them once and applies the verdict table (``loopcore._rules``) per value.
+computes them once; the records a scan turns into vetoes do, and are counted
+again around them (``_scan``) with the same kernels on gathered rows.
 """
 
 from __future__ import annotations
@@ -25,33 +33,58 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ._table import ARGS, COMPACTION, HAS_RESULT, HAS_UNKNOWN, RESULT, TOOL, UNKNOWN, CallTable
+from .._ring_py import STABLE_VARIANT
+from ._table import Block, Bools, CallTable, Ints
 
-__all__ = ["Bools", "Ints", "ScopeIndex", "Stats", "scope_index", "stats"]
+__all__ = [
+    "COUNTS",
+    "Block",
+    "Bools",
+    "Ints",
+    "ScopeIndex",
+    "Stats",
+    "aborted_marks",
+    "block_cuts",
+    "churn_counts",
+    "counts",
+    "scope_index",
+]
 
+#: Tail records the churn count looks at per step (offsets times calls).
+_SLAB = 1 << 16
 #: Calls handled per block of whole scopes. A block's temporaries (a few hundred bytes a
 #: call) then stay in the CPU caches: 2**15 ran 1.3x faster than 2**17 and 2x than 2**20.
 _BLOCK = 1 << 15
 
-Ints = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
+I32 = npt.NDArray[np.int32]
+U64 = npt.NDArray[np.uint64]
 #: ``scope_index``: trace indices in scope order, each scope's first place, each place's position
 ScopeIndex = tuple[Ints, Ints, Ints]
 
+#: Columns of the count matrix ``counts`` returns.
+RECENT, STREAK, UNKNOWN_STREAK, PINGPONG, CHURN = range(5)
+COUNTS = 5
+
 
 class Stats(NamedTuple):
-    """Per call, in trace order: every SPEC §4 count the verdict table reads."""
+    """Per call, in trace order: every SPEC §4/§8 count the verdict table reads.
 
-    recent: npt.NDArray[np.int32]
-    streak: npt.NDArray[np.int32]
-    unknown_streak: npt.NDArray[np.int32]
-    pingpong: npt.NDArray[np.int32]
+    Counted over the records as the trace has them (each call with its own
+    outcome); ``_scan`` corrects the calls near the ones a scan blocks.
+    """
+
+    recent: I32
+    streak: I32
+    unknown_streak: I32
+    pingpong: I32
     pingpong_no_progress: Bools
+    #: an upper bound of the argument-churn count (``counts``)
+    churn: I32
     #: the post-compaction guard, with this window size, aborts the run after this call
     aborted: Bools
 
 
-# -- kernels (every array is one block of whole scopes, in scope order) -------------------------
+# -- helpers (every array is one block, in scope order) ---------------------------------------
 
 
 def _runs(flags: Bools) -> Ints:
@@ -78,7 +111,22 @@ def _equal_to(values: npt.NDArray[Any], lag: int) -> Bools:
     return out
 
 
-def _by_hash(args: npt.NDArray[np.uint64]) -> Ints:
+def _prefix(flags: Bools) -> Ints:
+    """``out[i]``: how many of ``flags[:i]`` are True (length ``n + 1``)."""
+    out = np.zeros(len(flags) + 1, np.int64)
+    np.cumsum(flags, out=out[1:])
+    return out
+
+
+def _linked(rows: Ints, pos: Ints) -> Bools:
+    """Of rows picked in order, which follow the previous pick in the same scope."""
+    out = np.zeros(len(rows), np.bool_)
+    if len(rows) > 1:
+        out[1:] = rows[:-1] >= rows[1:] - pos[rows[1:]]
+    return out
+
+
+def _by_hash(args: U64) -> Ints:
     """A stable sort of ``args``: indices grouped by hash, ascending within each group.
 
     Sorting plain 64-bit keys took two thirds of the time of a stable argsort
@@ -99,121 +147,375 @@ def _by_hash(args: npt.NDArray[np.uint64]) -> Ints:
     return order
 
 
-def _repeats(
-    pos: Ints,
-    args: npt.NDArray[np.uint64],
-    result: npt.NDArray[np.uint64],
-    has_result: Bools,
-    history: int,
-) -> tuple[Ints, Ints]:
-    """Recent count and no-progress streak of each call (scope order)."""
-    n = len(args)
-    order = _by_hash(args)  # scope order, and so time, kept within each hash
-    g_args = args[order]
-    # Scopes are contiguous here, so a call's index minus its position is where its
-    # scope starts: an earlier call of the same hash lies before that in another scope.
-    starts = np.ones(n, np.bool_)
-    starts[1:] = (g_args[1:] != g_args[:-1]) | (order[:-1] < order[1:] - pos[order[1:]])
+def _window(order: Ints, starts: Bools, pos: Ints, history: int) -> tuple[Ints, Ints]:
+    """Group numbers in sorted order, and each member's oldest group member in its window."""
+    n = len(order)
     group = np.cumsum(starts) - 1
     # Keys rise through each group and jump between groups by more than any window,
     # so one binary search finds the oldest repeat still in the window. Most calls
     # have no repeat in it at all (the one before them in the group is too old or
     # in another group): only the others are searched.
     key = group * (n + history + 1) + order
-    here = np.arange(n, dtype=np.int64)
-    lowest = here.copy()
+    lowest = np.arange(n, dtype=np.int64)
     repeated = np.flatnonzero(_previous(key, -n - history - 1) >= key - history)
     lowest[repeated] = np.searchsorted(key, key[repeated] - history)
-    recent = here - lowest
+    return group, lowest
 
-    g_has = has_result[order]
-    last = _previous(np.maximum.accumulate(np.where(g_has, here, -1)), -1)
-    counted = last >= lowest  # the newest earlier repeat with a result is in the window
-    before = np.zeros(n + 1, np.int64)  # repeats with a result before each index
-    np.cumsum(g_has, out=before[1:])
-    members = np.flatnonzero(g_has)
-    values = result[order[members]]
+
+# -- the counts ---------------------------------------------------------------------------------
+
+
+def _repeats(b: Block, history: int) -> tuple[Ints, Ints]:
+    """Recent count (same args hash) and no-progress streak (same tool too) of each call."""
+    n = len(b.args)
+    here = np.arange(n, dtype=np.int64)
+    order = _by_hash(b.args)  # scope order, and so time, kept within each hash
+    grouped = b.args[order]
+    # Scopes are contiguous here, so a call's index minus its position is where its
+    # scope starts: an earlier call of the same hash lies before that in another scope.
+    starts = np.ones(n, np.bool_)
+    starts[1:] = (grouped[1:] != grouped[:-1]) | (order[:-1] < order[1:] - b.pos[order[1:]])
+    group, lowest = _window(order, starts, b.pos, history)
+    recent = np.empty(n, np.int64)
+    recent[order] = here - lowest
+
+    tools = b.tool[order]
+    if np.any(~starts[1:] & (tools[1:] != tools[:-1])):
+        # One args hash under several tool names (a table built from foreign columns):
+        # the streak counts per tool and hash, so it takes a grouping of its own.
+        order = np.lexsort((here, b.tool, b.args)).astype(np.int64)
+        grouped, tools = b.args[order], b.tool[order]
+        starts[1:] = (
+            (grouped[1:] != grouped[:-1])
+            | (tools[1:] != tools[:-1])
+            | (order[:-1] < order[1:] - b.pos[order[1:]])
+        )
+        group, lowest = _window(order, starts, b.pos, history)
+    streak = np.empty(n, np.int64)
+    streak[order] = _streak(order, group, lowest, b)
+    return recent, streak
+
+
+def _streak(order: Ints, group: Ints, lowest: Ints, b: Block) -> Ints:
+    """SPEC §8.1 over each call's group (sorted order): equal results, and the vetoes
+    newer than the oldest of them; with no result in the window, the vetoes alone."""
+    n = len(order)
+    here = np.arange(n, dtype=np.int64)
+    has = b.has_result[order]
+    vetoes = b.veto.any()
+    if vetoes:
+        veto = b.veto[order]
+        pending = _prefix(veto)
+        counted = _prefix(veto | has)  # vetoes and results: what a streak adds up
+        streak = pending[here] - pending[lowest]
+    else:
+        streak = np.zeros(n, np.int64)
+    last = _previous(np.maximum.accumulate(np.where(has, here, -1)), -1)
+    live = np.flatnonzero(last >= lowest)  # the newest earlier result is in the window
+    if not len(live):
+        return streak
+    before = _prefix(has)  # results before each index
+    members = np.flatnonzero(has)
+    values = b.result[order[members]]
     same = np.zeros(len(members), np.bool_)
     same[1:] = (values[1:] == values[:-1]) & (group[members[1:]] == group[members[:-1]])
-    run = _runs(same) + 1  # equal results ending at each result-carrying repeat
-    newest = np.where(counted, last, 0)
-    in_window = before[newest + 1] - before[lowest]
-    streak = np.where(counted, np.minimum(run[before[newest]] if len(run) else 0, in_window), 0)
+    run = _runs(same)  # the run of equal results ending at a member starts run[k] back
+    newest = before[last[live]]  # member index of the newest result
+    if not vetoes:  # results only: the run, as far as the window reaches
+        streak[live] = np.minimum(run[newest] + 1, newest + 1 - before[lowest[live]])
+        return streak
+    first = np.maximum(members[newest - run[newest]], lowest[live])
+    oldest = members[before[first]]  # the oldest result of the run inside the window
+    streak[live] = counted[live] - counted[oldest]
+    return streak
 
-    out_recent = np.empty(n, np.int64)
-    out_streak = np.empty(n, np.int64)
-    out_recent[order] = recent
-    out_streak[order] = streak
-    return out_recent, out_streak
+
+def _terminal(b: Block, records: Ints, history: int) -> Ints:
+    """SPEC §8.4: terminal exec failures of the newest records' tool, across changing args.
+
+    Newest first, a record of another tool or a result that is not a terminal
+    failure stops the walk; vetoes wait to be counted with the next failure.
+    The newest failure is the anchor; an older one continues the chain if it
+    has the anchor's result, or its args and failure identity.
+    """
+    n = len(b.args)
+    out = np.zeros(n, np.int64)
+    if not b.terminal.any():
+        return out
+    here = np.arange(n, dtype=np.int64)
+    stops = b.has_result & ~b.terminal
+    # Stretches a walk can cover: a scope's same-tool run, cut after each stopping result.
+    cut = (b.pos == 0) | ~_equal_to(b.tool, 1) | _previous(stops, False)
+    stretch = np.maximum.accumulate(np.where(cut, here, 0))
+    fails = np.flatnonzero(b.terminal)
+    linked = np.zeros(len(fails), np.bool_)
+    linked[1:] = fails[:-1] >= stretch[fails[1:]]
+    result, args, identity = b.result[fails], b.args[fails], b.identity[fails]
+    same_result = linked & _equal_to(result, 1)
+    same_call = linked & _equal_to(args, 1) & _equal_to(identity, 1)
+    by_result = np.arange(len(fails)) - _runs(same_result)  # where each equal run starts
+    by_call = np.arange(len(fails)) - _runs(same_call)
+    # Each failure as an anchor: walk its chain back a run at a time (an equal
+    # result or the same call and identity), so a long loop takes few steps. No
+    # call counts failures more than a window older than its anchor.
+    chain = np.arange(len(fails))
+    active = np.arange(len(fails))
+    while len(active):
+        at, anchor = chain[active], active
+        back = at.copy()
+        match_result = result[at] == result[anchor]
+        match_call = (args[at] == args[anchor]) & (identity[at] == identity[anchor])
+        back = np.where(match_result, np.minimum(back, by_result[at]), back)
+        back = np.where(match_call, np.minimum(back, by_call[at]), back)
+        jumped = back < at
+        step = np.maximum(at - 1, 0)
+        stepped = (
+            ~jumped
+            & linked[at]
+            & (
+                (result[step] == result[anchor])
+                | ((args[step] == args[anchor]) & (identity[step] == identity[anchor]))
+            )
+        )
+        moved = np.where(jumped, back, np.where(stepped, step, at))
+        chain[active] = moved
+        active = active[(jumped | stepped) & (fails[moved] > fails[anchor] + 1 - history)]
+    start = fails[chain]  # each anchor's oldest chained failure
+
+    # A call continues the chain of the newest failure before it, if nothing stops
+    # the walk between them and that failure is in the window.
+    newest_fail = _previous(np.maximum.accumulate(np.where(b.terminal, here, -1)), -1)
+    prior = np.maximum(here - 1, 0)
+    floor = here - records
+    calls = np.flatnonzero(
+        (b.pos >= 1)
+        & _equal_to(b.tool, 1)
+        & ~stops[prior]
+        & (newest_fail >= stretch[prior])
+        & (newest_fail >= floor)
+    )
+    if not len(calls):
+        return out
+    failures_before = _prefix(b.terminal)
+    anchor = failures_before[newest_fail[calls]]  # index into ``fails``
+    first = np.maximum(start[anchor], floor[calls])
+    oldest = fails[failures_before[first]]  # the oldest chained failure in the window
+    counted = _prefix(b.terminal | b.veto)
+    out[calls] = counted[calls] - counted[oldest]
+    return out
 
 
-def _block_stats(
-    table: CallTable, rows: Ints, pos: Ints, history: int, window: int
-) -> tuple[npt.NDArray[np.int32], Bools]:
-    """Counts (recent, streak, unknown, ping-pong) and marks (no progress, aborted) per call."""
-    # A window longer than the block's longest scope holds that whole scope, and a guard
-    # window longer than it can never fill: clamping changes no answer, and keeps the
-    # int64 keys below from overflowing on absurd settings.
-    history = min(history, len(rows))
-    window = min(window, len(rows) + 2)
-    # One gather of whole rows each: the calls of a block lie scattered over the table.
-    hashes = np.take(table.hashes, rows, axis=0)
-    flags = np.take(table.flags.view(np.uint32).reshape(-1), rows).view(np.bool_).reshape(-1, 4)
-    args = np.ascontiguousarray(hashes[:, ARGS])
-    result = hashes[:, RESULT]
-    has_result = flags[:, HAS_RESULT]
-    tool = hashes[:, TOOL]
-    counts = np.zeros((len(rows), 4), np.int32)
-    marks = np.zeros((len(rows), 2), np.bool_)
-    counts[:, 0], counts[:, 1] = _repeats(pos, args, result, has_result, history)
-    records = np.minimum(pos, history)  # records in the window before each call
+def _unknown(b: Block, records: Ints) -> Ints:
+    """Newest-first failures of this tool naming one unknown tool; vetoes skipped (§8.1)."""
+    n = len(b.args)
+    if not b.has_unknown.any() or b.veto.all():
+        return np.zeros(n, np.int64)
+    here = np.arange(n, dtype=np.int64)
+    if b.veto.any():
+        kept = np.flatnonzero(~b.veto)  # the records the walk reads, in order
+        tool, name, failed = b.tool[kept], b.unknown[kept], b.has_unknown[kept]
+        linked = _linked(kept, b.pos)
+        before = _prefix(~b.veto)
+    else:  # no veto to skip: the records are the rows themselves
+        tool, name, failed = b.tool, b.unknown, b.has_unknown
+        linked = b.pos >= 1
+        before = np.arange(n + 1, dtype=np.int64)
+    same = linked & failed & _previous(failed, False) & _equal_to(tool, 1) & _equal_to(name, 1)
+    failing = np.where(failed, _runs(same) + 1, 0)
+    in_window = before[here] - before[here - records]
+    newest = np.maximum(before[here] - 1, 0)  # the newest kept record before each call
+    hit = (in_window > 0) & (tool[newest] == b.tool)
+    return np.where(hit, np.minimum(failing[newest], in_window), 0)
 
-    # Ping-pong: the newest record is index i-1. Its alternating tail is 2 plus the
-    # run of "equal to the record two back" ending there, when it differs from the
-    # one before it; each side's results are all equal when the same run holds
-    # for "has a result equal to the one two back".
+
+def _pingpong(b: Block, records: Ints) -> tuple[Ints, Bools]:
+    """SPEC §4 with §12.4: the alternation each call continues, and whether it shows no
+    progress; veto records take part by their hash and are neutral for progress."""
+    n = len(b.args)
+    args, pos = b.args, b.pos
+    # The newest record is index i-1. Its alternating tail is 2 plus the run of "equal
+    # to the record two back" ending there, when it differs from the one before it.
     differs = ~_equal_to(args, 1) & (pos >= 1)
     alternates = _equal_to(args, 2) & (pos >= 2)
-    has_two = has_result & _previous(_previous(has_result, False), False)
-    steady = alternates & has_two & _equal_to(result, 2)
     tail_at = np.where(differs, 2 + _runs(alternates), 1)
     tail = np.minimum(_previous(tail_at, 1), records)
     continues = (records >= 2) & (tail >= 2) & _equal_to(args, 2)
-    counts[:, 3] = np.where(continues, tail + 1, 0)
-    both_sides = _previous(has_result & _previous(has_result, False), False)
-    marks[:, 0] = continues & both_sides & (_previous(_runs(steady), 0) >= tail - 2)
+    count = np.where(continues, tail + 1, 0)
+    no_progress = np.zeros(n, np.bool_)
+    calls = np.flatnonzero(continues)
+    if not len(calls):
+        return count, no_progress
+    if not b.veto.any():
+        # No veto: every tail record needs a result equal to the one two back (its side's
+        # previous), which is one run of neighbour comparisons.
+        has = b.has_result
+        steady_at = alternates & has & _previous(_previous(has, False), False)
+        steady_at &= _equal_to(b.result, 2)
+        both = _previous(has & _previous(has, False), False)
+        ok = both & (_previous(_runs(steady_at), 0) >= tail - 2)
+        no_progress[calls] = ok[calls]
+        return count, no_progress
+    low = calls - tail[calls]
+    kept = ~b.veto
+    missing = _prefix(kept & ~b.has_result)
+    steady = missing[calls] == missing[low]
+    # Each side (every other record) has a result, all equal, on its records that are
+    # not vetoes: the run of equal results along that side covers all of them.
+    parity = (np.arange(n) & 1).astype(np.bool_)
+    for side_parity in (False, True):
+        side = kept & (parity == side_parity)
+        rows = np.flatnonzero(side)
+        if not len(rows):
+            steady[:] = False
+            break
+        has = b.has_result[rows]
+        same = _linked(rows, pos) & has & _previous(has, False) & _equal_to(b.result[rows], 1)
+        run = _runs(same) + 1
+        before = _prefix(side)
+        on_side = before[calls] - before[low]
+        newest = np.maximum(before[calls] - 1, 0)
+        steady &= (on_side >= 1) & has[newest] & (run[newest] >= on_side)
+    no_progress[calls] = steady
+    return count, no_progress
 
-    # Unknown-tool streak: the run, ending at the newest record, of records of the
-    # same tool failing with the same unknown name, if that tool is this one.
-    has_unknown = flags[:, HAS_UNKNOWN]
-    if has_unknown.any():
-        same_failure = (
-            has_unknown
-            & _previous(has_unknown, False)
-            & _equal_to(tool, 1)
-            & _equal_to(hashes[:, UNKNOWN], 1)
-            & (pos >= 1)
-        )
-        failing = np.where(has_unknown, _runs(same_failure) + 1, 0)
-        counts[:, 2] = np.where(
-            (records >= 1) & _equal_to(tool, 1), np.minimum(_previous(failing, 0), records), 0
-        )
 
-    # Post-compaction guard: armed at a call flagged ``compaction``, it aborts after
-    # the window-th call if no compaction re-armed it and all of them are one triple.
-    compaction = flags[:, COMPACTION]
-    if compaction.any():
-        here = np.arange(len(rows), dtype=np.int64)
-        armed_at = np.maximum.accumulate(np.where(compaction, here, -1))
-        same_triple = (
-            _equal_to(tool, 1)
-            & _equal_to(args, 1)
-            & _equal_to(has_result, 1)
-            & (_equal_to(result, 1) | ~has_result)
-            & (pos >= 1)
-        )
-        marks[:, 1] = (armed_at == here - (window - 1)) & (_runs(same_triple) >= window - 1)
-    return counts, marks
+def _churn_tails(b: Block, records: Ints) -> tuple[Ints, Ints, Ints]:
+    """SPEC §8.3: an upper bound of each call's argument-churn count (0: it has none).
+
+    Newest first over the window, in the newest records' same-tool run, the
+    walk reads results (pending calls and vetoes have none) up to the first one
+    that is not stale. A churn's results are all equal, so its tail is the run of
+    equal stale results ending at the newest one; it needs two stable variants
+    (six records) and more than one args hash. Also returns, per call, the
+    number of the newest result before it and the oldest row its walk may read.
+    """
+    n = len(b.args)
+    here = np.arange(n, dtype=np.int64)
+    region = np.maximum.accumulate(np.where((b.pos == 0) | ~_equal_to(b.tool, 1), here, 0))
+    done = np.flatnonzero(b.has_result)  # the records the walk reads
+    stale, args = b.stale[done], b.args[done]
+    same = np.zeros(len(done), np.bool_)
+    same[1:] = (done[:-1] >= region[done[1:]]) & stale[1:] & stale[:-1]
+    same &= _equal_to(b.result[done], 1)
+    run = _runs(same)  # the equal stale run ending at k starts run[k] back
+    one_variant = _runs(same & _equal_to(args, 1))
+    before = _prefix(b.has_result)
+    floor = np.maximum(here - records, region[np.maximum(here - 1, 0)])
+    in_window = before[here] - before[floor]
+    newest = np.maximum(before[here] - 1, 0)
+    tail = np.minimum(run[newest] + 1, in_window)
+    possible = (
+        (b.pos >= 1)
+        & _equal_to(b.tool, 1)
+        & (in_window > 0)
+        & stale[newest]
+        & (tail >= 2 * STABLE_VARIANT)  # two stable variants at least
+        & (np.minimum(one_variant[newest] + 1, in_window) < tail)  # more than one
+    )
+    return np.where(possible, tail, 0), newest, floor
+
+
+def churn_counts(b: Block, history: int, wanted: Ints) -> Ints:
+    """SPEC §8.3: the argument-churn count of the calls ``wanted`` (rows of ``b``).
+
+    A tail (``_churn_tails``) is a churn unless the result just past it is a
+    stale one of a variant the tail lacks (a second result), and if it has two
+    variants or more, each seen three times or more (``STABLE_VARIANT``), this
+    call's among them.
+    """
+    history = min(history, len(b.args))
+    bound, newest, floor = _churn_tails(b, np.minimum(b.pos, history))
+    out = np.zeros(len(wanted), np.int64)
+    picked = np.flatnonzero(bound[wanted] > 0)
+    if not len(picked):
+        return out
+    calls = wanted[picked]
+    done = np.flatnonzero(b.has_result)
+    before = _prefix(b.has_result)
+    stale, args = b.stale[done], b.args[done]
+    # Each variant's previous and next record among the results of its scope.
+    by_args = _by_hash(b.args)
+    rows = by_args[b.has_result[by_args]]  # grouped by args hash, in time order
+    link = _equal_to(b.args[rows], 1) & _linked(rows, b.pos)
+    ranks = before[rows]  # the results' own numbering
+    later, earlier = ranks[1:][link[1:]], ranks[:-1][link[1:]]
+    previous = np.full(len(done), -1, np.int64)
+    following = np.full(len(done), len(done), np.int64)
+    previous[later], following[earlier] = earlier, later
+    second = np.where(previous >= 0, previous[np.maximum(previous, 0)], -1)
+
+    top, size = newest[calls], bound[calls]
+    low = top - size + 1
+    past = np.maximum(low - 1, 0)  # the result just past the tail, in the window or not
+    poison = (low >= 1) & (done[past] >= floor[calls]) & stale[past]
+    own, other = b.args[calls], args[past]
+    variants = np.zeros(len(calls), np.int64)
+    stable = np.zeros(len(calls), np.int64)
+    own_seen = np.zeros(len(calls), np.int64)
+    other_seen = np.zeros(len(calls), np.int64)
+    # Tails walked back a slab of offsets at a time, every tail at once: a record is its
+    # variant's newest in the tail when its next is past the top, and that variant is
+    # stable when its second previous record is still inside.
+    depth = 0
+    slab = max(1, _SLAB // len(calls))
+    while depth < int(size.max()):
+        offsets = np.arange(depth, depth + slab)
+        inside = offsets < size[:, None]
+        k = np.where(inside, top[:, None] - offsets, 0)
+        newest_of_variant = inside & (following[k] > top[:, None])
+        variants += newest_of_variant.sum(1)
+        stable += (newest_of_variant & (second[k] >= low[:, None])).sum(1)
+        own_seen += (inside & (args[k] == own[:, None])).sum(1)
+        other_seen += (inside & (args[k] == other[:, None])).sum(1)
+        depth += slab
+    churn = (variants >= 2) & (stable == variants) & (own_seen >= STABLE_VARIANT)
+    churn &= ~poison | (other_seen > 0)
+    out[picked] = np.where(churn, size, 0)
+    return out
+
+
+def counts(b: Block, history: int) -> tuple[I32, Bools]:
+    """Every call's counts (columns ``RECENT`` … ``CHURN``) and its ping-pong progress mark.
+
+    ``CHURN`` is an upper bound of the argument-churn count: only the verdict
+    table's row 8 reads it, so ``churn_counts`` takes the exact one for the calls
+    that row then judges (with the bound below ``warningThreshold``, so is the count).
+    """
+    # A window longer than the block's longest scope holds that whole scope: clamping
+    # changes no answer, and keeps the int64 keys below from overflowing on absurd settings.
+    history = min(history, len(b.args))
+    records = np.minimum(b.pos, history)  # records in the window before each call
+    out = np.zeros((len(b.args), COUNTS), np.int32)
+    recent, streak = _repeats(b, history)
+    out[:, RECENT] = recent
+    out[:, STREAK] = np.maximum(streak, _terminal(b, records, history))
+    out[:, UNKNOWN_STREAK] = _unknown(b, records)
+    pingpong, no_progress = _pingpong(b, records)
+    out[:, PINGPONG] = pingpong
+    if (b.stale & b.has_result).any():
+        out[:, CHURN] = _churn_tails(b, records)[0]
+    return out, no_progress
+
+
+def aborted_marks(b: Block, window: int) -> Bools:
+    """Post-compaction guard: armed at a call flagged ``compaction``, it aborts after the
+    window-th call if no compaction re-armed it and all of them are one triple."""
+    n = len(b.args)
+    if not b.compaction.any():
+        return np.zeros(n, np.bool_)
+    # A guard window longer than the block can never fill: clamping changes no answer.
+    window = min(window, n + 2)
+    here = np.arange(n, dtype=np.int64)
+    armed_at = np.maximum.accumulate(np.where(b.compaction, here, -1))
+    same_triple = (
+        _equal_to(b.tool, 1)
+        & _equal_to(b.args, 1)
+        & _equal_to(b.has_result, 1)
+        & (_equal_to(b.result, 1) | ~b.has_result)
+        & (b.pos >= 1)
+    )
+    out: Bools = (armed_at == here - (window - 1)) & (_runs(same_triple) >= window - 1)
+    return out
 
 
 def scope_index(table: CallTable) -> ScopeIndex:
@@ -228,23 +530,10 @@ def scope_index(table: CallTable) -> ScopeIndex:
     return order, first, np.arange(n, dtype=np.int64) - first[table.scope[order]]
 
 
-def stats(table: CallTable, history: int, window: int, index: ScopeIndex | None = None) -> Stats:
-    """The counts of every call of ``table``, with these ``historySize`` and guard window."""
-    n = len(table)
-    order, _, pos = index or scope_index(table)
-
-    counts = np.zeros((n, 4), np.int32)
-    marks = np.zeros((n, 2), np.bool_)
-    # Whole rows move as one item each (a 2-D fancy assignment goes value by value).
-    count_rows = counts.view(np.dtype((np.void, 16))).reshape(-1)
-    mark_rows = marks.view(np.uint16).reshape(-1)
-    # Blocks of whole scopes: cut at the first scope start at or after each multiple of _BLOCK.
+def block_cuts(pos: Ints, size: int = 0) -> list[tuple[int, int]]:
+    """``(lo, hi)`` places of blocks of whole scopes, about ``_BLOCK`` calls each."""
+    n = len(pos)
     scope_starts = np.flatnonzero(pos == 0)
-    at = np.searchsorted(scope_starts, np.arange(0, n, _BLOCK))
+    at = np.searchsorted(scope_starts, np.arange(0, n, size or _BLOCK))
     cuts = np.unique(scope_starts[at[at < len(scope_starts)]])
-    for lo, hi in pairwise([*cuts.tolist(), n]):
-        rows = order[lo:hi]
-        block_counts, block_marks = _block_stats(table, rows, pos[lo:hi], history, window)
-        count_rows[rows] = block_counts.view(np.dtype((np.void, 16))).reshape(-1)
-        mark_rows[rows] = block_marks.view(np.uint16).reshape(-1)
-    return Stats(counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], marks[:, 0], marks[:, 1])
+    return list(pairwise([*cuts.tolist(), n]))

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from .. import _rules
 from .._config import LoopDetectionConfig
-from .._records import NOT_STUCK, ScanStats, Verdict
+from .._records import KIND_TERMINAL_EXEC, KIND_VETO, NOT_STUCK, ScanStats, Verdict
 from .._ring_py import scan_window
 from .._rules import DETECTORS, LEVELS
 from ._kernels import Bools, Ints, ScopeIndex, Stats, scope_index
@@ -26,34 +26,37 @@ from ._table import CallTable
 
 __all__ = ["ScanResult", "ScanTotals", "ScopeSummary"]
 
+I8 = npt.NDArray[np.int8]
+I32 = npt.NDArray[np.int32]
+
 
 class _Scans(NamedTuple):
-    """Every call's counts as the columns ``_rules.select`` reads."""
+    """Calls' counts as the columns ``_rules.select`` reads."""
 
-    recent: npt.NDArray[np.int32]
-    streak: npt.NDArray[np.int32]
-    unknown_streak: npt.NDArray[np.int32]
-    pingpong: npt.NDArray[np.int32]
+    recent: I32
+    streak: I32
+    unknown_streak: I32
+    pingpong: I32
     pingpong_no_progress: Bools
+    churn: I32
     known_poll: Bools
+    #: the tool is ``wait`` (SPEC §8.8: its known-poll critical row has its own threshold)
+    wait: Bools
 
 
-def _verdicts(
-    stats: Stats, known_poll: Bools, config: LoopDetectionConfig
-) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], npt.NDArray[np.int32]]:
-    """``(level, detector, count)`` of every call: the SPEC §4 table, first match wins."""
-    if config.enabled is not True:
-        n = len(known_poll)
-        return np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(n, np.int32)
-    scans = _Scans(
-        stats.recent,
-        stats.streak,
-        stats.unknown_streak,
-        stats.pingpong,
-        stats.pingpong_no_progress,
-        known_poll,
-    )
+def _verdicts(scans: _Scans, config: LoopDetectionConfig) -> tuple[I8, I8, I32]:
+    """``(level, detector, count)`` of each scan: the SPEC §8.9 table, first match wins."""
     return _rules.select(scans, config)
+
+
+class Codes(NamedTuple):
+    """Every call's verdict as codes, in trace order, and which criticals end the run."""
+
+    level: I8
+    detector: I8
+    counts: I32
+    #: a critical after the scope's first one: recover-once ends the run there (SPEC §8.2)
+    terminal: Bools
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ class ScopeSummary:
     #: calls the run would not have made: from its first blocked call, or from the
     #: call after a post-compaction abort, whichever comes first, to its end
     saved: int
+    #: trace index of each detector's first firing (warning or block), as ``detectors``
+    first_fired: tuple[int, ...] = ()
 
 
 class ScanTotals(NamedTuple):
@@ -96,14 +101,28 @@ class _Marks(NamedTuple):
 
 
 class ScanResult:
-    """Per call of a trace: the verdict ``check`` would have returned just before it.
+    """Per call of a trace: the verdict ``ToolLoopGuard.before_call`` gives just before it.
 
-    ``level`` (0 none, 1 warning, 2 critical), ``detector`` (an index into
-    ``DETECTORS``) and ``count`` are numpy arrays in trace order. ``aborted``
+    The gateway it answers for records every call it lets run, with its
+    outcome, and every call it blocks as a loop veto instead (SPEC §8.1), so a
+    block feeds into the verdicts after it; the trace itself goes on as
+    recorded. ``level`` (0 none, 1 warning, 2 critical), ``detector`` (an index
+    into ``DETECTORS``) and ``count`` are numpy arrays in trace order.
+    ``terminal`` marks the criticals after a scope's first one (recover-once,
+    §8.2: the first is recoverable, a later one ends the run). ``aborted``
     marks the calls after which the post-compaction guard would abort the run.
     """
 
-    __slots__ = ("_index", "aborted", "config", "count", "detector", "level", "table")
+    __slots__ = (
+        "_index",
+        "aborted",
+        "config",
+        "count",
+        "detector",
+        "level",
+        "table",
+        "terminal",
+    )
 
     def __init__(
         self,
@@ -111,16 +130,21 @@ class ScanResult:
         config: LoopDetectionConfig,
         stats: Stats,
         index: ScopeIndex | None = None,
+        codes: Codes | None = None,
     ) -> None:
         self.table = table
         self.config = config
         self._index = index
-        self.level, self.detector, self.count = _verdicts(stats, table.known_poll, config)
+        if codes is None:
+            from ._scan import settle  # the scan's own module, loaded by now
+
+            codes = settle(table, config, stats, index)
+        self.level, self.detector, self.count, self.terminal = codes
         guard_on = config.enabled is not False
         # A copy: the counts behind it are shared by every result of a sweep.
         aborted = stats.aborted.copy() if guard_on else np.zeros(len(table), np.bool_)
         self.aborted: Bools = aborted
-        for array in (self.level, self.detector, self.count, self.aborted):
+        for array in (self.level, self.detector, self.count, self.terminal, self.aborted):
             array.flags.writeable = False
 
     def __len__(self) -> int:
@@ -157,18 +181,9 @@ class ScanResult:
         # Within its scope the trace indices rise, so a binary search finds the call.
         position = int(np.searchsorted(order[start:end], index))
         earlier = order[start + max(0, position - history) : start + position]
-        # The reference scan over the window, with hashes standing in for names.
-        ring: deque[list[Any]] = deque(
-            [
-                int(table.tool_hash[i]),
-                int(table.args_hash[i]),
-                None,
-                0.0,
-                int(table.result_hash[i]) if table.has_result[i] else None,
-                int(table.unknown_hash[i]) if table.has_unknown[i] else None,
-            ]
-            for i in earlier.tolist()
-        )
+        # The reference scan over the window as the gateway holds it (a blocked call as
+        # its veto), with hashes standing in for names.
+        ring: deque[list[Any]] = deque(self._record(i) for i in earlier.tolist())
         tool = int(table.tool_hash[index])
         args_hash = int(table.args_hash[index])
         stats = scan_window(ring, tool, args_hash) if ring else ScanStats()  # type: ignore[arg-type]
@@ -181,8 +196,29 @@ class ScanResult:
         known_poll = bool(table.known_poll[index])
         return _rules.verdict(stats, self.config, table.name(tool), args_hash, known_poll)
 
+    def _record(self, i: int) -> list[Any]:
+        """Call ``i`` in the reference ring layout (``_ring_py``): tool, args, call id,
+        time, result, unknown, kind, identity, stale."""
+        table = self.table
+        tool, args = int(table.tool_hash[i]), int(table.args_hash[i])
+        if self.level[i] == 2 or table.veto[i]:
+            return [tool, args, None, 0.0, None, None, KIND_VETO, None, False]
+        terminal = bool(table.terminal_exec[i])
+        return [
+            tool,
+            args,
+            None,
+            0.0,
+            int(table.result_hash[i]) if table.has_result[i] else None,
+            int(table.unknown_hash[i]) if table.has_unknown[i] else None,
+            KIND_TERMINAL_EXEC if terminal else 0,
+            int(table.identity_hash[i]) if terminal else None,
+            bool(table.no_progress[i]),
+        ]
+
     def to_records(self) -> list[dict[str, Any]]:
-        """One plain dict per call: index, scope, tool, level, detector, count, aborted."""
+        """One plain dict per call: index, scope, tool, level, detector, count, terminal
+        (a critical that ends the run), aborted."""
         table = self.table
         scopes = table.scopes
         names = [table.name(h) for h in table.tool_hash.tolist()]
@@ -195,14 +231,16 @@ class ScanResult:
                 "level": LEVELS[level],
                 "detector": DETECTORS[detector],
                 "count": count,
+                "terminal": terminal,
                 "aborted": aborted,
             }
-            for i, (s, level, detector, count, aborted) in enumerate(
+            for i, (s, level, detector, count, terminal, aborted) in enumerate(
                 zip(
                     table.scope.tolist(),
                     self.level.tolist(),
                     self.detector.tolist(),
                     self.count.tolist(),
+                    self.terminal.tolist(),
                     self.aborted.tolist(),
                     strict=True,
                 )
@@ -266,6 +304,7 @@ class ScanResult:
         fired = np.count_nonzero(firing >= 0, axis=1)
         names: dict[tuple[int, ...], tuple[str, ...]] = {}
         traced = order.tolist()
+        firsts = firing.tolist()
 
         def trace_index(place: int) -> int | None:
             return traced[place] if place >= 0 else None
@@ -286,6 +325,7 @@ class ScanResult:
                     aborted_at=trace_index(int(marks.aborted[i])),
                     detectors=names[codes],
                     saved=int(marks.sizes[i] - marks.stop[i]),
+                    first_fired=tuple(traced[firsts[i][code - 1]] for code in codes),
                 )
             )
         return summaries

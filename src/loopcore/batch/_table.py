@@ -1,16 +1,17 @@
 """How is a recorded trace turned into columns of hashes for the batch scans? (SPEC §7)
 
 A ``CallTable`` holds one row per call of a trace, already fingerprinted: the
-numbers ``LoopDetector`` would keep in its rings, plus the flags the scans need.
+numbers a gateway's ring would keep for it (SPEC §3, §8.0: hashes, outcome kind,
+failure identity, no-progress flag), plus the flags the scans need.
 ``CallTableBuilder`` fills one from call events, hashing each call and outcome
-exactly as the per-call path does (the chosen fingerprint twin), once.
+exactly as the per-call path does (the chosen outcome twin), once.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -24,12 +25,21 @@ from .._outcome import (
     check_send_tools,
     check_tool_name,
     hash_call,
-    hash_outcome,
     is_known_poll,
+    outcome_of,
 )
+from .._records import KIND_NONE, KIND_TERMINAL_EXEC, KIND_VALIDATION, KIND_VETO
 from .._scopes import ScopeKey, scope_key, session_of
 
-__all__ = ["EVENT_FIELDS", "CallTable", "CallTableBuilder", "EventError", "name_hash"]
+__all__ = [
+    "EVENT_FIELDS",
+    "WAIT_HASH",
+    "Block",
+    "CallTable",
+    "CallTableBuilder",
+    "EventError",
+    "name_hash",
+]
 
 #: The fields a call event may carry (``type`` only to mark a compaction).
 EVENT_FIELDS = frozenset(
@@ -46,8 +56,14 @@ def name_hash(name: str) -> int:
     return _fingerprint.fingerprint(name, b"loopcore:name\x00")
 
 
+#: The tool hash of ``wait``, whose known-poll critical row has its own threshold (SPEC §8.8).
+WAIT_HASH = name_hash("wait")
+
+
 U64 = npt.NDArray[np.uint64]
 Flags = npt.NDArray[np.bool_]
+Bools = Flags
+Ints = npt.NDArray[np.int64]
 
 
 _MASK = (1 << 64) - 1
@@ -112,21 +128,47 @@ def _scope_keys(scopes: Sequence[object]) -> tuple[ScopeKey, ...]:
     return tuple((session_of(key), key[1]) for key in keys)
 
 
-#: Columns of ``CallTable.hashes`` and ``CallTable.flags``.
-TOOL, ARGS, RESULT, UNKNOWN = range(4)
-HAS_RESULT, HAS_UNKNOWN, KNOWN_POLL, COMPACTION = range(4)
+#: Columns of ``CallTable.hashes`` and ``CallTable.flags`` (eight flags: one 64-bit word a row).
+TOOL, ARGS, RESULT, UNKNOWN, IDENTITY = range(5)
+HASH_COLUMNS = 5
+HAS_RESULT, HAS_UNKNOWN, KNOWN_POLL, COMPACTION, VETO, TERMINAL, NO_PROGRESS = range(7)
+FLAG_COLUMNS = 8
+#: What a call's outcome sets; a veto has none of it (SPEC §8.1).
+_OUTCOME_FLAGS = np.array([HAS_RESULT, HAS_UNKNOWN, TERMINAL, NO_PROGRESS], np.intp)
+
+
+def _check_kinds(kind: npt.NDArray[np.int64], has_result: Flags, has_unknown: Flags) -> None:
+    """A veto record has no result; a terminal exec failure has one (SPEC §8.0, §8.4)."""
+    if not kind.size:
+        return
+    bad = np.flatnonzero((kind < KIND_NONE) | (kind > KIND_VALIDATION))
+    if len(bad):
+        raise ValueError(f"kind: expected outcome kind codes 0 to 3, got {kind[bad[0]]}")
+    veto = kind == KIND_VETO
+    for name, column in (("has_result", has_result), ("has_unknown", has_unknown)):
+        clash = np.flatnonzero(veto & column)
+        if len(clash):
+            raise ValueError(f"kind: a veto (1) has no outcome, but {name} is set at {clash[0]}")
+    missing = np.flatnonzero((kind >= KIND_TERMINAL_EXEC) & ~has_result)
+    if len(missing):
+        raise ValueError(f"kind: kind {kind[missing[0]]} needs a result, none at {missing[0]}")
 
 
 class CallTable:
     """One row per call, in trace order; every column has the same length.
 
     ``scope`` indexes ``scopes`` (the ``(session, run_id)`` keys). Hash columns
-    are meaningful only where their mask is set. ``compaction`` marks the first
-    call of a scope after a context compaction (it arms the post-compaction
-    guard). ``names`` maps tool and unknown-tool hashes back to names, for
-    messages; a hash without a name is shown as ``tool#<hex>``.
+    are meaningful only where their mask is set (``identity_hash`` where the
+    call ended in a terminal exec failure). ``veto`` marks a call whose recorded
+    outcome is the detector's own block (SPEC §8.1), ``terminal_exec`` one whose
+    outcome is a terminal exec failure (§8.4), ``no_progress`` one whose outcome
+    proves nothing changed (an error, a write no-op: §8.0). ``compaction`` marks
+    the first call of a scope after a context compaction (it arms the
+    post-compaction guard). ``names`` maps tool and unknown-tool hashes back to
+    names, for messages; a hash without a name is shown as ``tool#<hex>``, except
+    ``WAIT_HASH``, which is always the tool ``wait``.
 
-    The hashes are stored row by row (``hashes``, shape ``(n, 4)``) and so are
+    The hashes are stored row by row (``hashes``, shape ``(n, 5)``) and so are
     the flags, because the scans visit calls scope by scope, in an order far
     from the trace's: one call's numbers then share a cache line. The named
     columns are read-only views of them.
@@ -149,16 +191,27 @@ class CallTable:
         self.hashes = hashes
         self.flags = flags
         self.scopes = scopes
-        self.names = names
+        # The verdict table knows ``wait`` by its name (SPEC §8.8): so does every table.
+        self.names = {WAIT_HASH: "wait", **names}
 
     tool_hash = property(lambda self: self.hashes[:, TOOL], doc="tool name hashes (uint64)")
     args_hash = property(lambda self: self.hashes[:, ARGS], doc="call hashes (uint64)")
     result_hash = property(lambda self: self.hashes[:, RESULT], doc="outcome hashes (uint64)")
     unknown_hash = property(lambda self: self.hashes[:, UNKNOWN], doc="unknown-tool name hashes")
+    identity_hash = property(
+        lambda self: self.hashes[:, IDENTITY], doc="terminal exec failure identities (§8.4)"
+    )
     has_result = property(lambda self: self.flags[:, HAS_RESULT], doc="the call has an outcome")
     has_unknown = property(lambda self: self.flags[:, HAS_UNKNOWN], doc="it named an unknown tool")
     known_poll = property(lambda self: self.flags[:, KNOWN_POLL], doc="it is a known poll")
     compaction = property(lambda self: self.flags[:, COMPACTION], doc="first call after compaction")
+    veto = property(lambda self: self.flags[:, VETO], doc="its outcome is a loop veto (§8.1)")
+    terminal_exec = property(
+        lambda self: self.flags[:, TERMINAL], doc="its outcome is a terminal exec failure (§8.4)"
+    )
+    no_progress = property(
+        lambda self: self.flags[:, NO_PROGRESS], doc="its outcome proves no progress (§8.0)"
+    )
 
     @classmethod
     def from_columns(
@@ -173,6 +226,9 @@ class CallTable:
         has_unknown: npt.ArrayLike | None = None,
         known_poll: npt.ArrayLike | None = None,
         compaction: npt.ArrayLike | None = None,
+        kind: npt.ArrayLike | None = None,
+        identity_hash: npt.ArrayLike | None = None,
+        no_progress: npt.ArrayLike | None = None,
         scopes: Sequence[ScopeKey] | None = None,
         names: Mapping[int, str] | None = None,
     ) -> CallTable:
@@ -181,6 +237,9 @@ class CallTable:
         ``scope`` holds non-negative scope ids indexing ``scopes``; without
         ``scopes`` the id ``i`` stands for the scope ``(None, "scope-i")``. Hash
         columns take unsigned or signed 64-bit values (a signed one keeps its bits).
+        ``kind`` holds outcome kind codes (``loopcore._records.KIND_*``: 0 none,
+        1 loop veto, 2 terminal exec failure, 3 argument validation); a veto has
+        no result and no unknown tool, a terminal failure has a result.
         """
         scope_ids = _column("scope", scope, np.int64, None)
         n = len(scope_ids)
@@ -196,24 +255,31 @@ class CallTable:
             count = int(scope_ids.max()) + 1 if n else 0
             if len(keys) < count:
                 raise ValueError(f"scopes: expected at least {count} scope keys, got {len(keys)}")
-        hashes = np.zeros((n, 4), np.uint64)
+        hashes = np.zeros((n, HASH_COLUMNS), np.uint64)
         for column, name, values in (
             (TOOL, "tool_hash", tool_hash),
             (ARGS, "args_hash", args_hash),
             (RESULT, "result_hash", result_hash),
             (UNKNOWN, "unknown_hash", unknown_hash),
+            (IDENTITY, "identity_hash", identity_hash),
         ):
             if values is not None or column in (TOOL, ARGS):
                 hashes[:, column] = _column(name, values, np.uint64, n)
-        flags = np.zeros((n, 4), np.bool_)
+        flags = np.zeros((n, FLAG_COLUMNS), np.bool_)
         for column, name, values in (
             (HAS_RESULT, "has_result", has_result),
             (HAS_UNKNOWN, "has_unknown", has_unknown),
             (KNOWN_POLL, "known_poll", known_poll),
             (COMPACTION, "compaction", compaction),
+            (NO_PROGRESS, "no_progress", no_progress),
         ):
             if values is not None:
                 flags[:, column] = _column(name, values, np.bool_, n)
+        if kind is not None:
+            kinds = _column("kind", kind, np.int64, n)
+            _check_kinds(kinds, flags[:, HAS_RESULT], flags[:, HAS_UNKNOWN])
+            flags[:, VETO] = kinds == KIND_VETO
+            flags[:, TERMINAL] = kinds == KIND_TERMINAL_EXEC
         return cls(scope_ids, hashes, flags, keys, dict(names or {}))
 
     def __len__(self) -> int:
@@ -227,11 +293,57 @@ class CallTable:
         return f"CallTable({len(self)} calls, {len(self.scopes)} scopes)"
 
 
+class Block(NamedTuple):
+    """Rows of whole scopes (or of scope segments), in time order, as the batch kernels read
+    them: a gateway's records of those calls."""
+
+    tool: U64
+    args: U64
+    result: U64
+    unknown: U64
+    identity: U64
+    has_result: Bools
+    has_unknown: Bools
+    veto: Bools
+    terminal: Bools
+    stale: Bools
+    compaction: Bools
+    #: each row's position in its scope (0 starts a scope)
+    pos: Ints
+
+    @classmethod
+    def gather(cls, table: CallTable, rows: Ints, pos: Ints, vetoed: Bools | None = None) -> Block:
+        """The table's ``rows``; those marked in ``vetoed`` become veto records (SPEC §8.1)."""
+        # One gather of whole rows each: the calls of a block lie scattered over the table.
+        hashes = np.take(table.hashes, rows, axis=0)
+        words = table.flags.view(np.uint64).reshape(-1)
+        flags = np.take(words, rows).view(np.bool_).reshape(-1, FLAG_COLUMNS)
+        if vetoed is not None and vetoed.any():
+            # The call never ran: no outcome, only the veto (tool and args hash stay).
+            flags[np.ix_(vetoed, _OUTCOME_FLAGS)] = False
+            flags[vetoed, VETO] = True
+        return cls(
+            hashes[:, TOOL],
+            np.ascontiguousarray(hashes[:, ARGS]),
+            hashes[:, RESULT],
+            hashes[:, UNKNOWN],
+            hashes[:, IDENTITY],
+            flags[:, HAS_RESULT],
+            flags[:, HAS_UNKNOWN],
+            flags[:, VETO],
+            flags[:, TERMINAL],
+            flags[:, NO_PROGRESS],
+            flags[:, COMPACTION],
+            pos,
+        )
+
+
 class CallTableBuilder:
     """Collects call events, fingerprinted as they arrive, into a ``CallTable``.
 
-    Each call is what ``record_call`` followed by ``record_outcome`` would
-    record: one row, with the outcome's hash when it has one.
+    Each call is what a gateway records for it when it runs: one row, with
+    the outcome's hash, kind, failure identity and no-progress flag when it has
+    an outcome (a loop veto outcome is kept as a veto, SPEC §8.1).
     """
 
     def __init__(
@@ -246,9 +358,9 @@ class CallTableBuilder:
         self._names: dict[int, str] = {}
         self._tool_hashes: dict[str, int] = {}
         self._pending: set[int] = set()
-        # The table's rows as packed machine values (8 + 32 + 4 bytes a call, not the
-        # hundreds that Python ints in lists take); a missing result or unknown name
-        # is 0 with its flag off.
+        # The table's rows as packed machine values (8 + 40 + 8 bytes a call, not the
+        # hundreds that Python ints in lists take); a missing result, unknown name or
+        # identity is 0 with its flag off.
         self._scope_column = array("q")
         self._hashes = array("Q")
         self._flags = array("B")
@@ -286,7 +398,7 @@ class CallTableBuilder:
         check_call_id(tool_call_id)
         scope = self._scope(session, run_id)
         args_hash = hash_call(tool_name, args)
-        result_hash, unknown = hash_outcome(
+        result_hash, unknown, kind, identity, no_progress = outcome_of(
             tool_name,
             args,
             result=result,
@@ -299,14 +411,24 @@ class CallTableBuilder:
             args_hash,
             result_hash or 0,
             0 if unknown is None else self._name(unknown),
+            identity or 0,
         )
         compaction = scope in self._pending
-        flags = (result_hash is not None, unknown is not None, is_known_poll(tool_name, args))
+        flags = (
+            result_hash is not None,
+            unknown is not None,
+            is_known_poll(tool_name, args),
+            compaction,
+            kind == KIND_VETO,
+            kind == KIND_TERMINAL_EXEC,
+            bool(no_progress),
+            False,
+        )
         # Everything that could fail has run: the three columns grow together.
         self._pending.discard(scope)
         self._scope_column.append(scope)
         self._hashes.extend(hashes)
-        self._flags.extend((*flags, compaction))
+        self._flags.extend(flags)
         return len(self._scope_column) - 1
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
@@ -363,7 +485,7 @@ class CallTableBuilder:
         """The table of everything added so far (the builder can go on adding)."""
         n = len(self._scope_column)
         scope = np.frombuffer(self._scope_column, np.int64).copy()
-        hashes = np.frombuffer(self._hashes, np.uint64).reshape(n, 4).copy()
-        flags = np.frombuffer(self._flags, np.uint8).reshape(n, 4).astype(np.bool_)
+        hashes = np.frombuffer(self._hashes, np.uint64).reshape(n, HASH_COLUMNS).copy()
+        flags = np.frombuffer(self._flags, np.uint8).reshape(n, FLAG_COLUMNS).astype(np.bool_)
         scopes = tuple((session_of(key), key[1]) for key in self._scope_ids)
         return CallTable(scope, hashes, flags, scopes, dict(self._names))
