@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -65,3 +65,19 @@ def loopcore_records(
         for r in caplog.records
         if r.name.split(".")[0] == "loopcore" and (level is None or r.levelno == level)
     ]
+
+
+Replay = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def replay(capsys: pytest.CaptureFixture[str]) -> Replay:
+    """Run ``loopcore replay ARGS``; returns (exit status, stdout, stderr)."""
+    from loopcore.cli import main
+
+    def run(*args: object) -> tuple[int, str, str]:
+        code = main(["replay", *map(str, args)])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -8,7 +8,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from loopcore import LoopDetector, PostCompactionGuard, hash_call, hash_outcome
 from loopcore.cli import main
 from loopcore.formats import MAX_REPORTS
 from loopcore.formats import _load as load_module
+from tests.conftest import Replay
 
 # The README's example, copied here so the suite also runs from a copy of tests/ alone
 # (against an installed wheel); a test below keeps the copy equal to the original.
@@ -25,20 +26,6 @@ EXAMPLE = Path(__file__).resolve().parent / "data" / "stuck-session.jsonl"
 SHIPPED_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stuck-session.jsonl"
 EXAMPLE_SESSION = "5f0c2a9e-8d41-4b7a-9c3e-2e6f1d7b4a90"
 SECRET = "hunter2-do-not-print"
-
-Replay = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def replay(capsys: pytest.CaptureFixture[str]) -> Replay:
-    """Run ``loopcore replay ARGS``; returns (exit status, stdout, stderr)."""
-
-    def run(*args: object) -> tuple[int, str, str]:
-        code = main(["replay", *map(str, args)])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def _write(path: Path, lines: Iterable[object]) -> Path:

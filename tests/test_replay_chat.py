@@ -7,7 +7,6 @@ as JSONL (a message a line, or a record a line) or as one JSON document.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from loopcore import LoopDetector
 from loopcore.cli import main
 from tests.chats import AnthropicChat, OpenAIChat, ResponsesChat, write_json, write_jsonl
+from tests.conftest import Replay
 
 DATA = Path(__file__).resolve().parent / "data"
 SHIPPED = Path(__file__).resolve().parent.parent / "examples"
@@ -24,20 +24,6 @@ EXAMPLES = {
     "anthropic-conversation.json": ("anthropic", "check_job_status"),
     "openai-responses-items.jsonl": ("openai-responses", "get_task"),
 }
-
-Replay = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def replay(capsys: pytest.CaptureFixture[str]) -> Replay:
-    """Run ``loopcore replay ARGS``; returns (exit status, stdout, stderr)."""
-
-    def run(*args: object) -> tuple[int, str, str]:
-        code = main(["replay", *map(str, args)])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def _document(replay: Replay, *args: object) -> dict[str, Any]:

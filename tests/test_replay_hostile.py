@@ -11,15 +11,14 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopcore.cli import main
 from loopcore.cli.options import MAX_SWEEP_VALUES, UsageError, parse_sweep
 from loopcore.formats._text import printable
+from tests.conftest import Replay
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "stuck-session.jsonl"
 HUGE = "1" * 5000
@@ -35,20 +34,6 @@ SETTINGS = [
     "detectors.pingPong",
     "postCompactionGuard.windowSize",
 ]
-
-Replay = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def replay(capsys: pytest.CaptureFixture[str]) -> Replay:
-    """Run ``loopcore replay ARGS``; returns (exit status, stdout, stderr)."""
-
-    def run(*args: object) -> tuple[int, str, str]:
-        code = main(["replay", *map(str, args)])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def _usage_error(replay: Replay, *args: object) -> str:

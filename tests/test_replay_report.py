@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +13,9 @@ import pytest
 
 from loopcore.cli import main
 from loopcore.formats import _load as load_module
+from tests.conftest import Replay
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "stuck-session.jsonl"
-
-Replay = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def replay(capsys: pytest.CaptureFixture[str]) -> Replay:
-    """Run ``loopcore replay ARGS``; returns (exit status, stdout, stderr)."""
-
-    def run(*args: object) -> tuple[int, str, str]:
-        code = main(["replay", *map(str, args)])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def _write(path: Path, events: list[dict[str, Any]]) -> Path:
