@@ -2,7 +2,8 @@
 
 Each call of the batch is checked against a projection of its scope: the
 history followed by one veto placeholder per earlier call of the batch, so a
-batch that repeats a call counts its own repeats. The first critical call is
+batch that repeats a call counts its own repeats (``_projection``: the
+history counted once, O(history + batch) for the whole batch). The first critical call is
 the trigger: nothing in the batch runs, and the trigger's call (and every call
 of the batch identical to it) is recorded as a veto. Otherwise every call is
 recorded, in order, and its warning emitted. A batch of one is ``before_call``.
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._decisions import BatchDecision, Decision, blocked_text
 from ._outcome import check_call_id, check_tool_name, hash_call
-from ._records import KIND_VETO, NOT_STUCK, ScanStats, Verdict
-from ._ring_py import scan_window
+from ._projection import Projection
+from ._records import KIND_VETO, NOT_STUCK, Verdict
 from ._scopes import ScopeKey, session_of
 
 if TYPE_CHECKING:
@@ -46,11 +47,6 @@ def _calls(calls: object) -> list[_Call]:
     return out
 
 
-def _placeholder(tool: str, args_hash: int, call_id: str | None) -> list[Any]:
-    # The raw record layout of ``RingStore.window``: a veto without outcome.
-    return [tool, args_hash, call_id, 0.0, None, None, KIND_VETO, None, False]
-
-
 def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
     """``guard.before_batch`` for ``key``."""
     batch = _calls(calls)
@@ -75,15 +71,15 @@ def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
     verdicts: list[Verdict] = []
     trigger = None
     try:
-        projected = store.window(key)
-        for index, ((tool, args, call_id), h) in enumerate(zip(batch, hashes, strict=True)):
-            stats = scan_window(projected, tool, h) if projected else ScanStats()
-            verdict = guard._verdict(stats, tool, args, h)
+        # O(history + batch): the history is counted once, each placeholder updates it.
+        projected = Projection(store.window(key))
+        for index, ((tool, args, _), h) in enumerate(zip(batch, hashes, strict=True)):
+            verdict = guard._verdict(projected.stats(tool, h), tool, args, h)
             verdicts.append(verdict)
             if verdict.stuck and verdict.level == "critical":
                 trigger = index
                 break
-            projected.append(_placeholder(tool, h, call_id))
+            projected.add(tool, h)
     except Exception as exc:  # SPEC §8.2: a check that fails blocks the whole batch
         tool, _, call_id = batch[0]
         first = guard._fail_closed(exc, tool, hashes[0], key, call_id)

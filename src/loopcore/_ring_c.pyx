@@ -82,7 +82,7 @@ def scan_window(ring, tool_name, args_hash):
     The reference scan of the Python twin (the batch scans rebuild one call's
     verdict with it), imported on first use: the per-call path never needs it.
     """
-    from ._ring_py import scan_window as reference
+    from ._counts import scan_window as reference
 
     return reference(ring, tool_name, args_hash)
 

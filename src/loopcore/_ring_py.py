@@ -16,19 +16,22 @@ from collections import deque
 from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
+from ._counts import ARGS as _ARGS
+from ._counts import CALL_ID as _CALL_ID
+from ._counts import IDENTITY as _IDENTITY
+from ._counts import KIND as _KIND
+from ._counts import RESULT as _RESULT
+from ._counts import STALE as _STALE
+from ._counts import TOOL as _TOOL
+from ._counts import UNKNOWN as _UNKNOWN
+from ._counts import churn_count, scan_window
 from ._names import exact_str
-from ._records import KIND_TERMINAL_EXEC, KIND_VETO, OUTCOME_KINDS, CallRecord, ScanStats
+from ._records import KIND_VETO, OUTCOME_KINDS, CallRecord, ScanStats
 from ._scopes import ScopeKey, ScopeLock, ScopeTable, session_of
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
 IMPLEMENTATION = "python"
-
-# Field positions of a stored record (a list, so an outcome can be filled in place).
-_TOOL, _ARGS, _CALL_ID, _TS, _RESULT, _UNKNOWN, _KIND, _IDENTITY, _STALE = range(9)
-
-#: Calls of one argument variant that make it a stable part of a churn (SPEC §8.3).
-STABLE_VARIANT = 3
 
 _EMPTY = ScanStats()
 
@@ -39,153 +42,6 @@ def _record(tool: str, args_hash: int, call_id: str | None, now: float) -> list[
 
 def _complete(record: Sequence[Any]) -> bool:
     return record[_RESULT] is not None or record[_KIND] != 0
-
-
-def _no_progress_streak(newest_first: Sequence[Any], tool: str, h: int) -> tuple[int, Any]:
-    """SPEC §8.1: equal results of this call, each carrying the vetoes newer than it."""
-    pending = streak = 0
-    reference = None
-    for record in newest_first:
-        if record[_ARGS] != h or record[_TOOL] != tool:
-            continue
-        if record[_KIND] == KIND_VETO:
-            pending += 1
-        elif record[_RESULT] is not None:
-            if reference is None:
-                reference = record[_RESULT]
-            elif record[_RESULT] != reference:
-                break
-            streak += pending + 1
-            pending = 0
-    return (streak if reference is not None else pending), reference
-
-
-def _terminal_streak(newest_first: Sequence[Any], tool: str) -> tuple[int, Any]:
-    """SPEC §8.4: terminal failures of this tool across changing commands."""
-    pending = streak = 0
-    anchor: list[Any] | None = None
-    for record in newest_first:
-        if record[_TOOL] != tool:
-            break
-        if record[_KIND] == KIND_VETO:
-            pending += 1
-            continue
-        if record[_RESULT] is None:
-            continue
-        if record[_KIND] != KIND_TERMINAL_EXEC:
-            break
-        if anchor is None:
-            anchor = record
-        elif record[_RESULT] != anchor[_RESULT] and (
-            record[_ARGS] != anchor[_ARGS] or record[_IDENTITY] != anchor[_IDENTITY]
-        ):
-            break
-        streak += pending + 1
-        pending = 0
-    return streak, (anchor[_RESULT] if anchor is not None else None)
-
-
-def _churn(newest_first: Sequence[Any], tool: str, h: int) -> tuple[int, int]:
-    """SPEC §8.3: ``(calls, stable variants)`` of a churn ``h`` is part of, else ``(0, 0)``."""
-    variants: dict[int, list[Any]] = {}
-    for record in newest_first:
-        if record[_TOOL] != tool:
-            break
-        result = record[_RESULT]
-        if result is None:
-            continue
-        if not record[_STALE]:
-            break
-        seen = variants.get(record[_ARGS])
-        if seen is None:
-            variants[record[_ARGS]] = [result, 1]
-        elif seen[0] != result:
-            break
-        else:
-            seen[1] += 1
-    if len(variants) < 2 or h not in variants:
-        return 0, 0
-    if any(count < STABLE_VARIANT for _, count in variants.values()):
-        return 0, 0
-    if len({result for result, _ in variants.values()}) != 1:
-        return 0, 0
-    return sum(count for _, count in variants.values()), len(variants)
-
-
-def _unknown_streak(newest_first: Sequence[Any], tool: str) -> tuple[int, Any]:
-    """Newest-first failures of this tool naming one unknown tool; vetoes skipped (§8.1)."""
-    name = None
-    streak = 0
-    for record in newest_first:
-        if record[_KIND] == KIND_VETO:
-            continue
-        if record[_TOOL] != tool or record[_UNKNOWN] is None:
-            break
-        if name is None:
-            name = record[_UNKNOWN]
-        elif record[_UNKNOWN] != name:
-            break
-        streak += 1
-    return streak, name
-
-
-def _pingpong(newest_first: Sequence[Any], h: int) -> tuple[int, bool]:
-    """SPEC §4 with §12.4: the alternation ``h`` continues, and whether it shows no progress.
-
-    Veto records take part in the alternation by their hash and are neutral
-    for progress: each side is judged on its records that are not vetoes.
-    """
-    side_a = newest_first[0][_ARGS]
-    side_b = None
-    tail = 0
-    sides: list[list[Any]] = [[], []]
-    missing = False
-    for position, record in enumerate(newest_first):
-        if position == 1:
-            if record[_ARGS] == side_a:
-                break
-            side_b = record[_ARGS]
-        elif position > 1 and record[_ARGS] != (side_a if position % 2 == 0 else side_b):
-            break
-        tail += 1
-        if record[_KIND] == KIND_VETO:
-            continue
-        if record[_RESULT] is None:
-            missing = True
-        else:
-            sides[position % 2].append(record[_RESULT])
-    if tail < 2 or h != side_b:
-        return 0, False
-    no_progress = (
-        not missing and all(sides) and all(result == side[0] for side in sides for result in side)
-    )
-    return tail + 1, no_progress
-
-
-def scan_window(ring: Sequence[Sequence[Any]], tool_name: str, args_hash: int) -> ScanStats:
-    """Every SPEC §4/§8 count over a non-empty ring of records, oldest first."""
-    newest_first = list(reversed(ring))
-    recent = sum(1 for record in ring if record[_ARGS] == args_hash)
-    streak, reference = _no_progress_streak(newest_first, tool_name, args_hash)
-    terminal, anchor = _terminal_streak(newest_first, tool_name)
-    if terminal > streak:
-        streak, reference = terminal, anchor
-    unknown_streak, unknown_name = _unknown_streak(newest_first, tool_name)
-    pingpong, no_progress = _pingpong(newest_first, args_hash)
-    churn, variants = _churn(newest_first, tool_name, args_hash)
-    return ScanStats(
-        recent=recent,
-        streak=streak,
-        reference=reference,
-        unknown_streak=unknown_streak,
-        unknown_name=unknown_name if unknown_streak else None,
-        pingpong=pingpong,
-        paired_tool=newest_first[0][_TOOL] if pingpong else None,
-        paired_hash=newest_first[0][_ARGS],
-        pingpong_no_progress=no_progress,
-        churn=churn,
-        churn_variants=variants,
-    )
 
 
 def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
@@ -395,7 +251,7 @@ class RingStore:
             changed = record[_ARGS] != args_hash
             record[_ARGS] = args_hash
             older = list(ring)[: next(i for i, r in enumerate(ring) if r is record)]
-            churn, variants = _churn(older[::-1], tool_name, args_hash)
+            churn, variants = churn_count(older[::-1], tool_name, args_hash)
             return True, changed, churn, variants
 
     def window(self, key: ScopeKey) -> list[list[Any]]:

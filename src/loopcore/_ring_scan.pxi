@@ -301,7 +301,7 @@ cdef int row_scan(
     RingStore self, Py_ssize_t row, int64_t tool_index, uint64_t args_hash, int64_t alarm,
     int64_t unknown_alarm, Scan *out,
 ) noexcept:
-    """One scan of a row (``_ring_py.scan_window``): 1 when alarmed, 0 when quiet, or
+    """One scan of a row (``_counts.scan_window``): 1 when alarmed, 0 when quiet, or
     NEED_VARIANTS (nothing counted) when the churn walk needs ``grow_variants`` first."""
     cdef Py_ssize_t h = self.history_size
     cdef Py_ssize_t count = self.meta[row].fill

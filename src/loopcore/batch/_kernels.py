@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .._ring_py import STABLE_VARIANT
+from .._counts import STABLE_VARIANT
 from ._table import Block, Bools, CallTable, Ints
 
 __all__ = [

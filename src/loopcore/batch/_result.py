@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from .. import _rules
 from .._config import LoopDetectionConfig
+from .._counts import scan_window
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO, NOT_STUCK, ScanStats, Verdict
-from .._ring_py import scan_window
 from .._rules import DETECTORS, LEVELS
 from ._kernels import Bools, Ints, ScopeIndex, Stats, scope_index
 from ._table import CallTable
