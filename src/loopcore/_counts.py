@@ -9,7 +9,7 @@ the per-call store, the batch admission's projection and the batch scans'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._records import KIND_TERMINAL_EXEC, KIND_VETO, ScanStats
@@ -62,7 +62,7 @@ def no_progress_streak(newest_first: Sequence[Any], tool: str, h: int) -> tuple[
     return (streak if reference is not None else pending), reference
 
 
-def terminal_streak(newest_first: Sequence[Any], tool: str) -> tuple[int, Any]:
+def terminal_streak(newest_first: Iterable[Any], tool: str) -> tuple[int, Any]:
     """SPEC §8.4: terminal failures of this tool across changing commands."""
     pending = streak = 0
     anchor: list[Any] | None = None
@@ -124,7 +124,7 @@ def churn_count(newest_first: Sequence[Any], tool: str, h: int) -> tuple[int, in
     return churn_of(churn_tail(newest_first, tool), h)
 
 
-def unknown_streak(newest_first: Sequence[Any], tool: str) -> tuple[int, Any]:
+def unknown_streak(newest_first: Iterable[Any], tool: str) -> tuple[int, Any]:
     """Newest-first failures of this tool naming one unknown tool; vetoes skipped (§8.1)."""
     name = None
     streak = 0
@@ -182,14 +182,25 @@ def pingpong(newest_first: Sequence[Any], h: int) -> tuple[int, bool]:
 
 def scan_window(ring: Sequence[Sequence[Any]], tool_name: str, args_hash: int) -> ScanStats:
     """Every SPEC §4/§8 count over a non-empty ring of records, oldest first."""
-    newest_first = list(reversed(ring))
     recent = sum(1 for record in ring if record[ARGS] == args_hash)
+    newest = ring[-1]
+    terminal, anchor = terminal_streak(reversed(ring), tool_name)
+    unknown, unknown_name = unknown_streak(reversed(ring), tool_name)
+    if not recent:
+        # A call no record has: no streak of its own, no churn (it must be a
+        # variant) and no ping-pong (it must be the earlier hash B).
+        return ScanStats(
+            streak=terminal,
+            reference=anchor,
+            unknown_streak=unknown,
+            unknown_name=unknown_name if unknown else None,
+            paired_hash=newest[ARGS],
+        )
+    newest_first = list(reversed(ring))
     streak, reference = no_progress_streak(newest_first, tool_name, args_hash)
-    terminal, anchor = terminal_streak(newest_first, tool_name)
     if terminal > streak:
         streak, reference = terminal, anchor
-    unknown, unknown_name = unknown_streak(newest_first, tool_name)
-    alternation, no_progress = pingpong(newest_first, args_hash)
+    alternation_count, no_progress = pingpong(newest_first, args_hash)
     churn, variants = churn_count(newest_first, tool_name, args_hash)
     return ScanStats(
         recent=recent,
@@ -197,9 +208,9 @@ def scan_window(ring: Sequence[Sequence[Any]], tool_name: str, args_hash: int) -
         reference=reference,
         unknown_streak=unknown,
         unknown_name=unknown_name if unknown else None,
-        pingpong=alternation,
-        paired_tool=newest_first[0][TOOL] if alternation else None,
-        paired_hash=newest_first[0][ARGS],
+        pingpong=alternation_count,
+        paired_tool=newest[TOOL] if alternation_count else None,
+        paired_hash=newest[ARGS],
         pingpong_no_progress=no_progress,
         churn=churn,
         churn_variants=variants,
