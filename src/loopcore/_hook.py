@@ -67,7 +67,6 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
 def _check_on_event(on_event: object) -> Callable[[LoopEvent], object] | None:
     import inspect
 
