@@ -356,7 +356,8 @@ def test_liveness_starts_with_a_churn_and_clears_with_progress() -> None:
     guard.after_call("write", {"path": "a"}, result=NOOP)
     guard.before_call("read", {"path": "a"})  # another tool ends the churn
     assert not guard.liveness().churning
-    assert [(e.kind, e.count) for e in events if e.kind == "churn"] == [("churn", 1), ("churn", 0)]
+    churns = [(e.kind, e.tool_name, e.count) for e in events if e.kind == "churn"]
+    assert churns == [("churn", "write", 1), ("churn", "", 0)]
 
 
 # -- §8.4 terminal exec failures -----------------------------------------------------------

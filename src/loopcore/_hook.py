@@ -380,7 +380,7 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
         answer = self._detector._reconcile(tool_name, args, tool_call_id, key, warning_threshold)
         if answer.matched_pending_call:
             with self._lock:
-                change = self._live(key, self._state(key), answer.active)
+                change = self._live(key, self._state(key), answer.active, tool_name)
             if change is not None:
                 self._emit(change)
         return answer

@@ -273,7 +273,7 @@ class StuckPolicy:
                     note = model_note(verdict.count)
                     state.notes[(tool_name, args_hash)] = (tool_call_id, note)
                     self._noted[key] = state
-            change = self._live(key, state, signal is not None)
+            change = self._live(key, state, signal is not None, tool_name)
         decision = Decision(
             False,
             None,
@@ -321,7 +321,9 @@ class StuckPolicy:
             extra=fields,
         )
 
-    def _live(self, key: ScopeKey, state: ScopeState, active: bool) -> LoopEvent | None:
+    def _live(
+        self, key: ScopeKey, state: ScopeState, active: bool, tool_name: str = ""
+    ) -> LoopEvent | None:
         """One liveness observation (caller holds the lock): a ``churn`` start or end event."""
         if not self._churn:
             return None
@@ -331,7 +333,7 @@ class StuckPolicy:
             if state.churn_since is None:
                 state.churn_since = now
                 return LoopEvent(
-                    "churn", session_of(key), key[1], "", "argument_churn", None, 1, None
+                    "churn", session_of(key), key[1], tool_name, "argument_churn", None, 1, None
                 )
             state.churn_observed_at = now
             return None
@@ -339,7 +341,9 @@ class StuckPolicy:
             return None
         state.churn_since = state.churn_observed_at = None
         self._churning.pop(key, None)
-        return LoopEvent("churn", session_of(key), key[1], "", "argument_churn", None, 0, None)
+        return LoopEvent(
+            "churn", session_of(key), key[1], tool_name, "argument_churn", None, 0, None
+        )
 
     def _settle(self, key: ScopeKey) -> None:
         """A churning scope committed a call that is not churning: the churn ends."""
