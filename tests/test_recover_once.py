@@ -423,10 +423,20 @@ def test_reconcile_rehashes_a_rewritten_call() -> None:
 
 def test_ten_unchanged_waits_are_critical() -> None:
     det = LoopDetector(ON)
-    for _ in range(10):
+    for n in range(1, 12):
         det.record_call("wait", {"id": "j"})
-        det.record_outcome("wait", {"id": "j"}, result={"status": "running", "runId": "x"})
-    assert verdict_of_check(det, "wait", {"id": "j"}) == ("critical", "known_poll_no_progress", 10)
+        det.record_outcome("wait", {"id": "j"}, result={"status": "running", "runId": f"r{n}"})
+        got = verdict_of_check(det, "wait", {"id": "j"})
+        # Below warningThreshold nothing; from it on, critical (its warning row never fires).
+        assert got == (("critical", "known_poll_no_progress", n) if n >= 10 else (None, None, 0))
+
+
+def test_a_variant_needs_three_calls_to_be_part_of_a_churn() -> None:
+    det = LoopDetector({"enabled": True, "warningThreshold": 5})
+    churn(det, "aabb", 1)  # two of each: not stable yet
+    assert not det.check("write", {"path": "a"})
+    churn(det, "ab", 1)  # three of each: a churn of 6 calls
+    assert verdict_of_check(det, "write", {"path": "a"}) == ("warning", "argument_churn", 6)
 
 
 # -- §8.10, §8.11, §8.12 ----------------------------------------------------------------------
