@@ -71,6 +71,11 @@ class LoopDetector(DetectorCalls):
         return self._enabled
 
     @property
+    def verdicts(self) -> Verdicts:
+        """The verdict table for this config, remembering recent answers (shared by a guard)."""
+        return self._verdicts
+
+    @property
     def store(self) -> Any:
         """Where the scopes' histories live (shared with a ``ToolLoopGuard`` built on it)."""
         return self._store

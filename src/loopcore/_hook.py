@@ -44,7 +44,6 @@ from ._percall_py import UNSCOPED, GuardCalls
 from ._records import CallRecord
 from ._rules import (
     COMPACTION_LOOP_PERSISTED,
-    Verdicts,
     alarm_thresholds,
     churn_on,
 )
@@ -127,7 +126,7 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
             max_scopes=max_scopes,
             store=store,
         )
-        self._verdicts = Verdicts(config)
+        self._verdicts = self._detector.verdicts  # one cache of answers for both
         self._warning_threshold = config.warning_threshold
         self._churn = churn_on(config)
         self._run_guards = config.run_loop_guards()
@@ -186,11 +185,6 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
             yield
         finally:
             self._scope.reset(token)
-
-    def _key(self, session: Hashable, run_id: Any) -> ScopeKey:
-        if session is UNSCOPED or run_id is UNSCOPED:
-            return self._active_key(session, run_id)
-        return scope_key(session, run_id)
 
     def end_run(self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED) -> None:
         """Forget one scope: its history, warnings, recovery allowance and guard."""

@@ -211,6 +211,12 @@ class GuardCalls(_Calls):
             active[1] if run_id is UNSCOPED else run_id,
         )
 
+    def _key(self, session: Hashable, run_id: Any) -> ScopeKey:
+        """The scope a guard method works on: the keywords given, the active scope for the rest."""
+        if session is UNSCOPED or run_id is UNSCOPED:
+            return self._active_key(session, run_id)
+        return scope_key(session, run_id)
+
     def _verdict(self, stats: ScanStats, tool_name: str, args: Any, args_hash: int) -> Verdict:
         raise NotImplementedError  # the policy subclass decides
 
@@ -250,10 +256,7 @@ class GuardCalls(_Calls):
         run_id: str | None = UNSCOPED,
     ) -> Any:
         """Check a call about to run; record it (a blocked one as a loop veto)."""
-        if session is UNSCOPED or run_id is UNSCOPED:
-            key = self._active_key(session, run_id)
-        else:
-            key = scope_key(session, run_id)
+        key = self._key(session, run_id)
         args_hash = hash_call(tool_name, args)
         check_call_id(tool_call_id)
         self._calls += 1
@@ -291,10 +294,7 @@ class GuardCalls(_Calls):
 
         Raises CompactionLoopPersisted when the post-compaction guard trips.
         """
-        if session is UNSCOPED or run_id is UNSCOPED:
-            key = self._active_key(session, run_id)
-        else:
-            key = scope_key(session, run_id)
+        key = self._key(session, run_id)
         record = self._attach(tool_name, args, result, error, tool_call_id, key, vetoes=False)
         if self._armed:
             self._observe(record, tool_name, args, key)

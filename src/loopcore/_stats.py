@@ -215,14 +215,11 @@ class Counters:
 
     def blocked(self, detector: str, level: str, terminal: bool) -> None:
         """One ``block`` event (one per batch, §12.14); a terminal one also ends the run."""
-        self.blocked_again((detector, level, terminal is True))
-
-    def blocked_again(self, key: tuple[str, str, bool]) -> None:
-        """``blocked(*key)`` with the key built by the caller (no allocation here)."""
+        key = (detector, level, terminal is True)
         self._blocked[key] = self._blocked.get(key, 0) + 1
 
     def block_tally(self) -> dict[tuple[str, str, bool], int]:
-        """The tally ``blocked_again`` increments, for a caller's own hot loop.
+        """The tally ``blocked`` increments, for a caller's own hot loop.
 
         A guard in a loop storm counts each repeated block by adding 1 to its
         ``(detector, level, terminal)`` entry here directly, under its lock.
