@@ -18,7 +18,7 @@ computed with whole-array numpy operations:
 The argument-churn count (§8.3) needs the variants of a sliding tail: the
 whole-array pass gives an upper bound (the tail), and the calls the verdict
 table then judges a churn walk their tails back, a slab of offsets at a time,
-all at once (``churn_counts``).
+all at once (``_churn.churn_counts``).
 
 The counts do not depend on the thresholds, so a sweep over a threshold
 computes them once; the records a scan turns into vetoes do, and are counted
@@ -28,12 +28,13 @@ again around them (``_scan``) with the same kernels on gathered rows.
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from .._counts import STABLE_VARIANT
+from ._arrays import by_hash, equal_to, linked, prefix, previous, runs
+from ._churn import churn_tails
 from ._table import Block, Bools, CallTable, Ints
 
 __all__ = [
@@ -45,19 +46,15 @@ __all__ = [
     "Stats",
     "aborted_marks",
     "block_cuts",
-    "churn_counts",
     "counts",
     "scope_index",
 ]
 
-#: Tail records the churn count looks at per step (offsets times calls).
-_SLAB = 1 << 16
 #: Calls handled per block of whole scopes. A block's temporaries (a few hundred bytes a
 #: call) then stay in the CPU caches: 2**15 ran 1.3x faster than 2**17 and 2x than 2**20.
 _BLOCK = 1 << 15
 
 I32 = npt.NDArray[np.int32]
-U64 = npt.NDArray[np.uint64]
 #: ``scope_index``: trace indices in scope order, each scope's first place, each place's position
 ScopeIndex = tuple[Ints, Ints, Ints]
 
@@ -84,69 +81,6 @@ class Stats(NamedTuple):
     aborted: Bools
 
 
-# -- helpers (every array is one block, in scope order) ---------------------------------------
-
-
-def _runs(flags: Bools) -> Ints:
-    """For each index, how many consecutive True values end there (0 where False)."""
-    index = np.arange(len(flags), dtype=np.int64)
-    last_false = np.maximum.accumulate(np.where(flags, -1, index))
-    return index - last_false
-
-
-def _previous(values: npt.NDArray[Any], fill: Any) -> npt.NDArray[Any]:
-    """``values`` shifted one place later: element i is ``values[i - 1]``."""
-    out = np.empty_like(values)
-    if len(values):
-        out[0] = fill
-        out[1:] = values[:-1]
-    return out
-
-
-def _equal_to(values: npt.NDArray[Any], lag: int) -> Bools:
-    """``values[i] == values[i - lag]`` (False where ``i < lag``)."""
-    out = np.zeros(len(values), np.bool_)
-    if len(values) > lag:
-        np.equal(values[lag:], values[:-lag], out=out[lag:])
-    return out
-
-
-def _prefix(flags: Bools) -> Ints:
-    """``out[i]``: how many of ``flags[:i]`` are True (length ``n + 1``)."""
-    out = np.zeros(len(flags) + 1, np.int64)
-    np.cumsum(flags, out=out[1:])
-    return out
-
-
-def _linked(rows: Ints, pos: Ints) -> Bools:
-    """Of rows picked in order, which follow the previous pick in the same scope."""
-    out = np.zeros(len(rows), np.bool_)
-    if len(rows) > 1:
-        out[1:] = rows[:-1] >= rows[1:] - pos[rows[1:]]
-    return out
-
-
-def _by_hash(args: U64) -> Ints:
-    """A stable sort of ``args``: indices grouped by hash, ascending within each group.
-
-    Sorting plain 64-bit keys took two thirds of the time of a stable argsort
-    here, so the index replaces the low bits of each hash and the keys are sorted. Two different
-    hashes that agree above those bits would then interleave; that is checked,
-    and such a block takes the stable argsort instead.
-    """
-    n = len(args)
-    low = max(1, (n - 1).bit_length())
-    mask = np.uint64((1 << low) - 1)
-    keys = (args & ~mask) | np.arange(n, dtype=np.uint64)
-    keys.sort()
-    order: Ints = (keys & mask).astype(np.int64)
-    grouped = args[order]
-    shift = np.uint64(low)
-    if np.any((keys[1:] >> shift == keys[:-1] >> shift) & (grouped[1:] != grouped[:-1])):
-        order = np.argsort(args, kind="stable").astype(np.int64)
-    return order
-
-
 def _window(order: Ints, starts: Bools, pos: Ints, history: int) -> tuple[Ints, Ints]:
     """Group numbers in sorted order, and each member's oldest group member in its window."""
     n = len(order)
@@ -157,7 +91,7 @@ def _window(order: Ints, starts: Bools, pos: Ints, history: int) -> tuple[Ints, 
     # in another group): only the others are searched.
     key = group * (n + history + 1) + order
     lowest = np.arange(n, dtype=np.int64)
-    repeated = np.flatnonzero(_previous(key, -n - history - 1) >= key - history)
+    repeated = np.flatnonzero(previous(key, -n - history - 1) >= key - history)
     lowest[repeated] = np.searchsorted(key, key[repeated] - history)
     return group, lowest
 
@@ -169,7 +103,7 @@ def _repeats(b: Block, history: int) -> tuple[Ints, Ints]:
     """Recent count (same args hash) and no-progress streak (same tool too) of each call."""
     n = len(b.args)
     here = np.arange(n, dtype=np.int64)
-    order = _by_hash(b.args)  # scope order, and so time, kept within each hash
+    order = by_hash(b.args)  # scope order, and so time, kept within each hash
     grouped = b.args[order]
     # Scopes are contiguous here, so a call's index minus its position is where its
     # scope starts: an earlier call of the same hash lies before that in another scope.
@@ -205,21 +139,21 @@ def _streak(order: Ints, group: Ints, lowest: Ints, b: Block) -> Ints:
     vetoes = b.veto.any()
     if vetoes:
         veto = b.veto[order]
-        pending = _prefix(veto)
-        counted = _prefix(veto | has)  # vetoes and results: what a streak adds up
+        pending = prefix(veto)
+        counted = prefix(veto | has)  # vetoes and results: what a streak adds up
         streak = pending[here] - pending[lowest]
     else:
         streak = np.zeros(n, np.int64)
-    last = _previous(np.maximum.accumulate(np.where(has, here, -1)), -1)
+    last = previous(np.maximum.accumulate(np.where(has, here, -1)), -1)
     live = np.flatnonzero(last >= lowest)  # the newest earlier result is in the window
     if not len(live):
         return streak
-    before = _prefix(has)  # results before each index
+    before = prefix(has)  # results before each index
     members = np.flatnonzero(has)
     values = b.result[order[members]]
     same = np.zeros(len(members), np.bool_)
     same[1:] = (values[1:] == values[:-1]) & (group[members[1:]] == group[members[:-1]])
-    run = _runs(same)  # the run of equal results ending at a member starts run[k] back
+    run = runs(same)  # the run of equal results ending at a member starts run[k] back
     newest = before[last[live]]  # member index of the newest result
     if not vetoes:  # results only: the run, as far as the window reaches
         streak[live] = np.minimum(run[newest] + 1, newest + 1 - before[lowest[live]])
@@ -245,16 +179,16 @@ def _terminal(b: Block, records: Ints, history: int) -> Ints:
     here = np.arange(n, dtype=np.int64)
     stops = b.has_result & ~b.terminal
     # Stretches a walk can cover: a scope's same-tool run, cut after each stopping result.
-    cut = (b.pos == 0) | ~_equal_to(b.tool, 1) | _previous(stops, False)
+    cut = (b.pos == 0) | ~equal_to(b.tool, 1) | previous(stops, False)
     stretch = np.maximum.accumulate(np.where(cut, here, 0))
     fails = np.flatnonzero(b.terminal)
-    linked = np.zeros(len(fails), np.bool_)
-    linked[1:] = fails[:-1] >= stretch[fails[1:]]
+    chained = np.zeros(len(fails), np.bool_)
+    chained[1:] = fails[:-1] >= stretch[fails[1:]]
     result, args, identity = b.result[fails], b.args[fails], b.identity[fails]
-    same_result = linked & _equal_to(result, 1)
-    same_call = linked & _equal_to(args, 1) & _equal_to(identity, 1)
-    by_result = np.arange(len(fails)) - _runs(same_result)  # where each equal run starts
-    by_call = np.arange(len(fails)) - _runs(same_call)
+    same_result = chained & equal_to(result, 1)
+    same_call = chained & equal_to(args, 1) & equal_to(identity, 1)
+    by_result = np.arange(len(fails)) - runs(same_result)  # where each equal run starts
+    by_call = np.arange(len(fails)) - runs(same_call)
     # Each failure as an anchor: walk its chain back a run at a time (an equal
     # result or the same call and identity), so a long loop takes few steps. No
     # call counts failures more than a window older than its anchor.
@@ -271,7 +205,7 @@ def _terminal(b: Block, records: Ints, history: int) -> Ints:
         step = np.maximum(at - 1, 0)
         stepped = (
             ~jumped
-            & linked[at]
+            & chained[at]
             & (
                 (result[step] == result[anchor])
                 | ((args[step] == args[anchor]) & (identity[step] == identity[anchor]))
@@ -284,23 +218,23 @@ def _terminal(b: Block, records: Ints, history: int) -> Ints:
 
     # A call continues the chain of the newest failure before it, if nothing stops
     # the walk between them and that failure is in the window.
-    newest_fail = _previous(np.maximum.accumulate(np.where(b.terminal, here, -1)), -1)
+    newest_fail = previous(np.maximum.accumulate(np.where(b.terminal, here, -1)), -1)
     prior = np.maximum(here - 1, 0)
     floor = here - records
     calls = np.flatnonzero(
         (b.pos >= 1)
-        & _equal_to(b.tool, 1)
+        & equal_to(b.tool, 1)
         & ~stops[prior]
         & (newest_fail >= stretch[prior])
         & (newest_fail >= floor)
     )
     if not len(calls):
         return out
-    failures_before = _prefix(b.terminal)
+    failures_before = prefix(b.terminal)
     anchor = failures_before[newest_fail[calls]]  # index into ``fails``
     first = np.maximum(start[anchor], floor[calls])
     oldest = fails[failures_before[first]]  # the oldest chained failure in the window
-    counted = _prefix(b.terminal | b.veto)
+    counted = prefix(b.terminal | b.veto)
     out[calls] = counted[calls] - counted[oldest]
     return out
 
@@ -314,14 +248,14 @@ def _unknown(b: Block, records: Ints) -> Ints:
     if b.veto.any():
         kept = np.flatnonzero(~b.veto)  # the records the walk reads, in order
         tool, name, failed = b.tool[kept], b.unknown[kept], b.has_unknown[kept]
-        linked = _linked(kept, b.pos)
-        before = _prefix(~b.veto)
+        joined = linked(kept, b.pos)
+        before = prefix(~b.veto)
     else:  # no veto to skip: the records are the rows themselves
         tool, name, failed = b.tool, b.unknown, b.has_unknown
-        linked = b.pos >= 1
+        joined = b.pos >= 1
         before = np.arange(n + 1, dtype=np.int64)
-    same = linked & failed & _previous(failed, False) & _equal_to(tool, 1) & _equal_to(name, 1)
-    failing = np.where(failed, _runs(same) + 1, 0)
+    same = joined & failed & previous(failed, False) & equal_to(tool, 1) & equal_to(name, 1)
+    failing = np.where(failed, runs(same) + 1, 0)
     in_window = before[here] - before[here - records]
     newest = np.maximum(before[here] - 1, 0)  # the newest kept record before each call
     hit = (in_window > 0) & (tool[newest] == b.tool)
@@ -335,11 +269,11 @@ def _pingpong(b: Block, records: Ints) -> tuple[Ints, Bools]:
     args, pos = b.args, b.pos
     # The newest record is index i-1. Its alternating tail is 2 plus the run of "equal
     # to the record two back" ending there, when it differs from the one before it.
-    differs = ~_equal_to(args, 1) & (pos >= 1)
-    alternates = _equal_to(args, 2) & (pos >= 2)
-    tail_at = np.where(differs, 2 + _runs(alternates), 1)
-    tail = np.minimum(_previous(tail_at, 1), records)
-    continues = (records >= 2) & (tail >= 2) & _equal_to(args, 2)
+    differs = ~equal_to(args, 1) & (pos >= 1)
+    alternates = equal_to(args, 2) & (pos >= 2)
+    tail_at = np.where(differs, 2 + runs(alternates), 1)
+    tail = np.minimum(previous(tail_at, 1), records)
+    continues = (records >= 2) & (tail >= 2) & equal_to(args, 2)
     count = np.where(continues, tail + 1, 0)
     no_progress = np.zeros(n, np.bool_)
     calls = np.flatnonzero(continues)
@@ -349,15 +283,15 @@ def _pingpong(b: Block, records: Ints) -> tuple[Ints, Bools]:
         # No veto: every tail record needs a result equal to the one two back (its side's
         # previous), which is one run of neighbour comparisons.
         has = b.has_result
-        steady_at = alternates & has & _previous(_previous(has, False), False)
-        steady_at &= _equal_to(b.result, 2)
-        both = _previous(has & _previous(has, False), False)
-        ok = both & (_previous(_runs(steady_at), 0) >= tail - 2)
+        steady_at = alternates & has & previous(previous(has, False), False)
+        steady_at &= equal_to(b.result, 2)
+        both = previous(has & previous(has, False), False)
+        ok = both & (previous(runs(steady_at), 0) >= tail - 2)
         no_progress[calls] = ok[calls]
         return count, no_progress
     low = calls - tail[calls]
     kept = ~b.veto
-    missing = _prefix(kept & ~b.has_result)
+    missing = prefix(kept & ~b.has_result)
     steady = missing[calls] == missing[low]
     # Each side (every other record) has a result, all equal, on its records that are
     # not vetoes: the run of equal results along that side covers all of them.
@@ -369,109 +303,14 @@ def _pingpong(b: Block, records: Ints) -> tuple[Ints, Bools]:
             steady[:] = False
             break
         has = b.has_result[rows]
-        same = _linked(rows, pos) & has & _previous(has, False) & _equal_to(b.result[rows], 1)
-        run = _runs(same) + 1
-        before = _prefix(side)
+        same = linked(rows, pos) & has & previous(has, False) & equal_to(b.result[rows], 1)
+        run = runs(same) + 1
+        before = prefix(side)
         on_side = before[calls] - before[low]
         newest = np.maximum(before[calls] - 1, 0)
         steady &= (on_side >= 1) & has[newest] & (run[newest] >= on_side)
     no_progress[calls] = steady
     return count, no_progress
-
-
-def _churn_tails(b: Block, records: Ints) -> tuple[Ints, Ints, Ints]:
-    """SPEC §8.3: an upper bound of each call's argument-churn count (0: it has none).
-
-    Newest first over the window, in the newest records' same-tool run, the
-    walk reads results (pending calls and vetoes have none) up to the first one
-    that is not stale. A churn's results are all equal, so its tail is the run of
-    equal stale results ending at the newest one; it needs two stable variants
-    (six records) and more than one args hash. Also returns, per call, the
-    number of the newest result before it and the oldest row its walk may read.
-    """
-    n = len(b.args)
-    here = np.arange(n, dtype=np.int64)
-    region = np.maximum.accumulate(np.where((b.pos == 0) | ~_equal_to(b.tool, 1), here, 0))
-    done = np.flatnonzero(b.has_result)  # the records the walk reads
-    stale, args = b.stale[done], b.args[done]
-    same = np.zeros(len(done), np.bool_)
-    same[1:] = (done[:-1] >= region[done[1:]]) & stale[1:] & stale[:-1]
-    same &= _equal_to(b.result[done], 1)
-    run = _runs(same)  # the equal stale run ending at k starts run[k] back
-    one_variant = _runs(same & _equal_to(args, 1))
-    before = _prefix(b.has_result)
-    floor = np.maximum(here - records, region[np.maximum(here - 1, 0)])
-    in_window = before[here] - before[floor]
-    newest = np.maximum(before[here] - 1, 0)
-    tail = np.minimum(run[newest] + 1, in_window)
-    possible = (
-        (b.pos >= 1)
-        & _equal_to(b.tool, 1)
-        & (in_window > 0)
-        & stale[newest]
-        & (tail >= 2 * STABLE_VARIANT)  # two stable variants at least
-        & (np.minimum(one_variant[newest] + 1, in_window) < tail)  # more than one
-    )
-    return np.where(possible, tail, 0), newest, floor
-
-
-def churn_counts(b: Block, history: int, wanted: Ints) -> Ints:
-    """SPEC §8.3: the argument-churn count of the calls ``wanted`` (rows of ``b``).
-
-    A tail (``_churn_tails``) is a churn unless the result just past it is a
-    stale one of a variant the tail lacks (a second result), and if it has two
-    variants or more, each seen three times or more (``STABLE_VARIANT``), this
-    call's among them.
-    """
-    history = min(history, len(b.args))
-    bound, newest, floor = _churn_tails(b, np.minimum(b.pos, history))
-    out = np.zeros(len(wanted), np.int64)
-    picked = np.flatnonzero(bound[wanted] > 0)
-    if not len(picked):
-        return out
-    calls = wanted[picked]
-    done = np.flatnonzero(b.has_result)
-    before = _prefix(b.has_result)
-    stale, args = b.stale[done], b.args[done]
-    # Each variant's previous and next record among the results of its scope.
-    by_args = _by_hash(b.args)
-    rows = by_args[b.has_result[by_args]]  # grouped by args hash, in time order
-    link = _equal_to(b.args[rows], 1) & _linked(rows, b.pos)
-    ranks = before[rows]  # the results' own numbering
-    later, earlier = ranks[1:][link[1:]], ranks[:-1][link[1:]]
-    previous = np.full(len(done), -1, np.int64)
-    following = np.full(len(done), len(done), np.int64)
-    previous[later], following[earlier] = earlier, later
-    second = np.where(previous >= 0, previous[np.maximum(previous, 0)], -1)
-
-    top, size = newest[calls], bound[calls]
-    low = top - size + 1
-    past = np.maximum(low - 1, 0)  # the result just past the tail, in the window or not
-    poison = (low >= 1) & (done[past] >= floor[calls]) & stale[past]
-    own, other = b.args[calls], args[past]
-    variants = np.zeros(len(calls), np.int64)
-    stable = np.zeros(len(calls), np.int64)
-    own_seen = np.zeros(len(calls), np.int64)
-    other_seen = np.zeros(len(calls), np.int64)
-    # Tails walked back a slab of offsets at a time, every tail at once: a record is its
-    # variant's newest in the tail when its next is past the top, and that variant is
-    # stable when its second previous record is still inside.
-    depth = 0
-    slab = max(1, _SLAB // len(calls))
-    while depth < int(size.max()):
-        offsets = np.arange(depth, depth + slab)
-        inside = offsets < size[:, None]
-        k = np.where(inside, top[:, None] - offsets, 0)
-        newest_of_variant = inside & (following[k] > top[:, None])
-        variants += newest_of_variant.sum(1)
-        stable += (newest_of_variant & (second[k] >= low[:, None])).sum(1)
-        own_seen += (inside & (args[k] == own[:, None])).sum(1)
-        other_seen += (inside & (args[k] == other[:, None])).sum(1)
-        depth += slab
-    churn = (variants >= 2) & (stable == variants) & (own_seen >= STABLE_VARIANT)
-    churn &= ~poison | (other_seen > 0)
-    out[picked] = np.where(churn, size, 0)
-    return out
 
 
 def counts(b: Block, history: int) -> tuple[I32, Bools]:
@@ -493,7 +332,7 @@ def counts(b: Block, history: int) -> tuple[I32, Bools]:
     pingpong, no_progress = _pingpong(b, records)
     out[:, PINGPONG] = pingpong
     if (b.stale & b.has_result).any():
-        out[:, CHURN] = _churn_tails(b, records)[0]
+        out[:, CHURN] = churn_tails(b, records)[0]
     return out, no_progress
 
 
@@ -508,13 +347,13 @@ def aborted_marks(b: Block, window: int) -> Bools:
     here = np.arange(n, dtype=np.int64)
     armed_at = np.maximum.accumulate(np.where(b.compaction, here, -1))
     same_triple = (
-        _equal_to(b.tool, 1)
-        & _equal_to(b.args, 1)
-        & _equal_to(b.has_result, 1)
-        & (_equal_to(b.result, 1) | ~b.has_result)
+        equal_to(b.tool, 1)
+        & equal_to(b.args, 1)
+        & equal_to(b.has_result, 1)
+        & (equal_to(b.result, 1) | ~b.has_result)
         & (b.pos >= 1)
     )
-    out: Bools = (armed_at == here - (window - 1)) & (_runs(same_triple) >= window - 1)
+    out: Bools = (armed_at == here - (window - 1)) & (runs(same_triple) >= window - 1)
     return out
 
 

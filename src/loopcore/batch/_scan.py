@@ -24,7 +24,7 @@ Which path answers what (``settle``):
   rounds in proportion to its length, not its square.
 - the argument-churn count: the counts carry an upper bound of it (its tail),
   and only the verdict table's row 8 reads it, so the calls judged a churn on
-  the bound are counted exactly in the first round (``_kernels.churn_counts``).
+  the bound are counted exactly in the first round (``_churn.churn_counts``).
 
 The verdict table is applied only to calls some count of which reaches an
 alarm threshold (``_rules.alarm_thresholds``); ``ScanResult.verdict`` rebuilds
@@ -41,6 +41,7 @@ import numpy as np
 from .._config import LoopDetectionConfig, coerce_config, with_setting
 from .._outcome import Normalizer
 from .._rules import ARGUMENT_CHURN, DETECTORS, alarm_thresholds
+from ._churn import churn_counts
 from ._kernels import (
     CHURN,
     COUNTS,
@@ -55,7 +56,6 @@ from ._kernels import (
     Stats,
     aborted_marks,
     block_cuts,
-    churn_counts,
     counts,
     scope_index,
 )
