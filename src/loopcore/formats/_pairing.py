@@ -18,7 +18,7 @@ from typing import Any
 
 from .._outcome import UNSET
 from ..batch import CallTableBuilder
-from ._reader import FileSummary, Problems
+from ._reader import FileSummary, Problems, Reader
 
 __all__ = ["Pairing", "PendingCall"]
 
@@ -50,18 +50,17 @@ class _Compaction:
         self.run_id = run_id
 
 
-class Pairing:
-    """Calls waiting for their answers, added to the table in the order they were made."""
+class Pairing(Reader):
+    """Calls waiting for their answers, added to the table in the order they were made.
 
-    __slots__ = ("builder", "queue", "report", "row_lines", "summary", "waiting")
+    It writes to what its reader writes to (the table, each row's line, the
+    reports, the file's counts): a ``Reader`` of its own over the same.
+    """
 
     def __init__(
         self, builder: CallTableBuilder, lines: array[int], report: Problems, summary: FileSummary
     ) -> None:
-        self.builder = builder
-        self.row_lines = lines
-        self.report = report
-        self.summary = summary
+        super().__init__(builder, lines, report, summary)
         self.queue: deque[PendingCall | _Compaction] = deque()
         self.waiting: dict[str, deque[PendingCall]] = {}
 
