@@ -15,6 +15,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,8 +32,38 @@ settings.load_profile(os.environ.get("LOOPCORE_HYPOTHESIS_PROFILE", "default"))
 
 EXTENSIONS_DISABLED = bool(os.environ.get("LOOPCORE_NO_EXTENSIONS"))
 EXTENSIONS_EXPECTED = os.environ.get("LOOPCORE_EXPECT_EXTENSIONS") == "1"
+#: Set by .ci/run, which installs every extra: a missing one fails instead of skipping.
+INTEGRATIONS_EXPECTED = os.environ.get("LOOPCORE_EXPECT_INTEGRATIONS") == "1"
 
-__all__ = ["EXTENSIONS_DISABLED", "EXTENSIONS_EXPECTED", "TWINS", "loopcore_records", "use_twin"]
+__all__ = [
+    "EXTENSIONS_DISABLED",
+    "EXTENSIONS_EXPECTED",
+    "INTEGRATIONS_EXPECTED",
+    "TWINS",
+    "loopcore_records",
+    "require",
+    "use_twin",
+]
+
+
+def require(module: str, extra: str) -> Any:
+    """Import ``module`` for a test module that needs an extra's package.
+
+    Skips the calling module with the install command when the package is
+    missing, unless ``LOOPCORE_EXPECT_INTEGRATIONS=1`` says every extra is
+    installed: then a missing package is a failure, never a quiet skip.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if INTEGRATIONS_EXPECTED:
+            pytest.fail(
+                f"{module} does not import, but LOOPCORE_EXPECT_INTEGRATIONS=1: {exc}",
+                pytrace=False,
+            )
+        pytest.skip(
+            f"{module} is not installed: pip install 'loopcore[{extra}]'", allow_module_level=True
+        )
 
 
 def compiled_present() -> bool:

@@ -22,7 +22,21 @@ from typing import Any
 import loopcore
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("numpy", "tqdm", "matplotlib", "prometheus_client", "redis", "json5")
+HEAVY = (
+    "numpy",
+    "tqdm",
+    "msgspec",
+    "matplotlib",
+    "prometheus_client",
+    "redis",
+    "json5",
+    "dask",
+    "mcp",
+    "langchain",
+    "langchain_core",
+    "agents",
+    "pydantic_ai",
+)
 
 
 def _pyproject() -> dict[str, Any]:
@@ -110,8 +124,14 @@ def test_hard_dependencies_are_only_what_the_per_call_path_needs() -> None:
 def test_each_extra_holds_what_its_feature_needs() -> None:
     extras = _pyproject()["project"]["optional-dependencies"]
     assert {"cli", "plot", "prometheus", "docs", "test", "bench", "dev"} <= set(extras)
-    assert _extra("cli", extras) == {"numpy", "tqdm"}
-    assert _extra("plot", extras) == {"numpy", "tqdm", "matplotlib"}
+    assert _extra("cli", extras) == {"numpy", "tqdm", "msgspec"}
+    assert _extra("plot", extras) == {"numpy", "tqdm", "msgspec", "matplotlib"}
+    assert {"dask", "distributed", "numpy"} <= _extra("dask", extras)
+    assert _extra("redis", extras) == {"redis"}
+    assert _extra("mcp", extras) == {"mcp"}
+    assert _extra("langchain", extras) == {"langchain", "langgraph"}
+    assert _extra("openai-agents", extras) == {"openai-agents"}
+    assert _extra("pydantic-ai", extras) == {"pydantic-ai-slim"}
     assert _extra("prometheus", extras) == {"prometheus-client"}
     assert "mkdocs" in _extra("docs", extras)
     test = _extra("test", extras)
@@ -119,6 +139,8 @@ def test_each_extra_holds_what_its_feature_needs() -> None:
     assert "pytest-benchmark" in _extra("bench", extras)
     dev = _extra("dev", extras)
     assert test | {"ruff", "mypy", "cython-lint", "mkdocs", "pytest-benchmark"} <= dev
+    integrations = {"redis", "dask", "mcp", "langchain", "openai-agents", "pydantic-ai-slim"}
+    assert integrations <= dev
 
 
 def _third_party_imports(paths: list[Path], *, top_level_only: bool) -> dict[str, str]:

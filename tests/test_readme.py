@@ -6,7 +6,10 @@ never defines, or that a change to the package broke, fails here. The block is
 written to a file padded so that its line numbers are the Markdown file's, so a
 traceback points at the document. A block right after an HTML comment
 ``<!-- no-run -->`` is not run (for Python a reader is not meant to run as is);
-it must still compile.
+it must still compile. A block right after ``<!-- needs MODULE [EXTRA] -->``
+runs only where MODULE imports (an extra's package): elsewhere it is skipped
+with the install command, except under ``LOOPCORE_EXPECT_INTEGRATIONS=1``,
+where a missing package fails it.
 
 Shell blocks (``sh``, ``bash``, ``console``, ``shell``) are not run; the
 ``loopcore`` commands and options they show must exist, and every extra that a
@@ -28,9 +31,12 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import require
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NO_RUN = "<!-- no-run -->"
+NEEDS = re.compile(r"<!-- needs (?P<module>[\w.]+) \[(?P<extra>[\w-]+)\] -->")
 SHELL = frozenset({"sh", "bash", "console", "shell"})
 TIMEOUT = 180
 #: What separates commands on one shell line (redirections are not expected).
@@ -48,6 +54,8 @@ class Block:
     lang: str
     code: str
     no_run: bool
+    #: (module, extra) from a ``<!-- needs ... -->`` comment right before the block.
+    needs: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -67,6 +75,7 @@ def blocks(path: Path) -> list[Block]:
         indent, ticks, lang = opening["indent"], opening["ticks"], opening["lang"].lower()
         before = [line.strip() for line in lines[:i] if line.strip()]
         no_run = bool(before) and before[-1] == NO_RUN
+        needs = NEEDS.fullmatch(before[-1]) if before else None
         body: list[str] = []
         j = i + 1
         while j < len(lines) and not re.fullmatch(rf"[ \t]*`{{{len(ticks)},}}[ \t]*", lines[j]):
@@ -75,7 +84,9 @@ def blocks(path: Path) -> list[Block]:
             j += 1
         if j == len(lines):
             raise AssertionError(f"{path}:{i + 1}: a code fence that is never closed")
-        found.append(Block(path, i + 2, lang, "\n".join(body) + "\n", no_run))
+        code = "\n".join(body) + "\n"
+        wanted = (needs["module"], needs["extra"]) if needs else None
+        found.append(Block(path, i + 2, lang, code, no_run, wanted))
         i = j + 1
     return found
 
@@ -99,6 +110,8 @@ def test_python_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     if block.no_run:
         compile(source, block.name, "exec")  # not run, but it must still be Python
         return
+    if block.needs:
+        require(*block.needs)
     script = tmp_path / f"{block.path.stem}_{block.line}.py"
     script.write_text(source, encoding="utf-8")
     done = subprocess.run(
