@@ -21,6 +21,8 @@ from typing import Any
 
 import loopcore
 
+from .conftest import require
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = (
     "numpy",
@@ -169,7 +171,9 @@ def test_the_test_extra_holds_what_the_suite_imports() -> None:
     provided = _extra("test", project["optional-dependencies"]) | {"loopcore"}
     provided |= {_name(r) for r in project["dependencies"]}
     provided |= {"tomli"}  # only where tomllib is missing; the extra pins it there
-    imported = _third_party_imports(sorted((ROOT / "tests").glob("*.py")), top_level_only=False)
+    tests = sorted((ROOT / "tests").glob("*.py"))
+    gated = {path for path in tests if _gated(path)}
+    imported = _third_party_imports([p for p in tests if p not in gated], top_level_only=False)
     # The suite imports the fuzz target's module, not its stand-alone main() (atheris).
     imported |= _third_party_imports(sorted((ROOT / "fuzz").glob("*.py")), top_level_only=True)
     assert "numpy" in imported  # the scan found the suite's imports at all
@@ -179,6 +183,53 @@ def test_the_test_extra_holds_what_the_suite_imports() -> None:
         if re.sub(r"[-_.]+", "-", module).lower() not in provided
     }
     assert not missing, f"imported by the suite, not in the test extra: {missing}"
+
+
+_REQUIRE = re.compile(r"""require\(\s*"([\w.]+)",\s*"([\w-]+)"\s*\)""")
+
+
+def _gated(path: Path) -> list[tuple[str, str]]:
+    """The ``require(module, extra)`` calls of a test module (it needs those extras)."""
+    return _REQUIRE.findall(path.read_text(encoding="utf-8"))
+
+
+def _closure(names: set[str]) -> set[str]:
+    """The installed distributions ``names`` pull in, themselves included (markers ignored)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo.extend(_name(r) for r in requires if "extra ==" not in r)
+    return seen
+
+
+def test_tests_of_an_extra_import_only_what_that_extra_brings() -> None:
+    # A module gated by require() runs where its extra is installed (CI installs them all).
+    project = _pyproject()["project"]
+    extras = project["optional-dependencies"]
+    base = _extra("test", extras) | {"loopcore"} | {_name(r) for r in project["dependencies"]}
+    owners = importlib.metadata.packages_distributions()
+    checked = 0
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        needs = _gated(path)
+        if not needs:
+            continue
+        for module, extra in needs:
+            assert extra in extras, f"{path.name}: require() names an undeclared extra {extra!r}"
+            require(module, extra)  # skips where the extra is not installed
+        provided = _closure(base | {n for _, extra in needs for n in _extra(extra, extras)})
+        for module, where in _third_party_imports([path], top_level_only=False).items():
+            dists = {_name(d) for d in owners.get(module, [module])}
+            assert dists & provided, f"{where}: {module} is in none of {sorted(e for _, e in needs)}"
+        checked += 1
+    assert checked, "no test module is gated by require()"
 
 
 def test_the_version_is_written_once() -> None:

@@ -174,6 +174,17 @@ def _loopcore_invocations() -> dict[str, list[tuple[str, list[str]]]]:
     return found
 
 
+def test_the_documents_link_only_inside_the_repository() -> None:
+    # The project explains itself: README and docs/ point at each other, never outside.
+    outside = [
+        f"{path.relative_to(ROOT).as_posix()}:{n}"
+        for path in DOCUMENTS
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\]\((?:https?:)?//|<https?://", line)
+    ]
+    assert not outside, f"links outside the repository: {outside}"
+
+
 def test_loopcore_commands_in_shell_blocks_exist() -> None:
     invocations = _loopcore_invocations()
     assert "demo" in invocations  # the README shows it: an empty scan would pass vacuously
