@@ -1,4 +1,4 @@
-"""The ``loopcore`` command line: ``loopcore demo`` and ``loopcore replay``."""
+"""The ``loopcore`` command line: ``loopcore demo``, ``replay`` and ``mcp-proxy``."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from .mcp_proxy import add_parser as add_mcp_proxy
 from .options import add_parser as add_replay
 
-__all__ = ["NEEDS_NUMPY", "main"]
+__all__ = ["NEEDS_MCP", "NEEDS_NUMPY", "main"]
 
 #: What ``loopcore replay`` says when the ``cli`` extra is missing (the scan needs numpy).
 NEEDS_NUMPY = "needs numpy, which comes with the cli extra: pip install 'loopcore[cli]'"
+#: What ``loopcore mcp-proxy`` says when the ``mcp`` extra is missing.
+NEEDS_MCP = "needs mcp, which comes with the mcp extra: pip install 'loopcore[mcp]'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-color", action="store_true", help="plain output (also when stdout is not a terminal)"
     )
     add_replay(commands, version)
+    add_mcp_proxy(commands)
     return parser
 
 
@@ -49,6 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"loopcore replay: {NEEDS_NUMPY}", file=sys.stderr)
                 return 2
             return replay(args, sys.stdout, sys.stderr)
+        if args.command == "mcp-proxy":
+            try:
+                import mcp  # noqa: F401  (the proxy is built on the SDK)
+            except ImportError:
+                print(f"loopcore mcp-proxy: {NEEDS_MCP}", file=sys.stderr)
+                return 2
+            from .mcp_proxy import run as mcp_proxy
+
+            return mcp_proxy(args, sys.stderr)
     except BrokenPipeError:
         # The reader went away (``loopcore demo | head``): stop quietly, and keep
         # the interpreter's final flush from failing on the closed pipe.
