@@ -112,3 +112,34 @@ def replay(capsys: pytest.CaptureFixture[str]) -> Replay:
         return code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis: ``LOOPCORE_REDIS_URL``'s, else a redis-server started for the session."""
+    from .redis_server import EXPECTED, RedisServer
+
+    require("redis", "redis")
+    url = os.environ.get("LOOPCORE_REDIS_URL")
+    if url:
+        import redis
+
+        try:
+            redis.Redis.from_url(url, socket_timeout=5).ping()
+        except redis.RedisError as exc:
+            message = f"LOOPCORE_REDIS_URL={url} does not answer: {type(exc).__name__}"
+            if EXPECTED:
+                pytest.fail(message, pytrace=False)
+            pytest.skip(message)
+        yield url
+        return
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key prefix of this test's own: tests sharing one server never see each other's keys."""
+    import uuid
+
+    return f"loopcore-test:{uuid.uuid4().hex[:12]}:"

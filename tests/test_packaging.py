@@ -227,7 +227,8 @@ def test_tests_of_an_extra_import_only_what_that_extra_brings() -> None:
         provided = _closure(base | {n for _, extra in needs for n in _extra(extra, extras)})
         for module, where in _third_party_imports([path], top_level_only=False).items():
             dists = {_name(d) for d in owners.get(module, [module])}
-            assert dists & provided, f"{where}: {module} is in none of {sorted(e for _, e in needs)}"
+            wanted = sorted(extra for _, extra in needs)
+            assert dists & provided, f"{where}: {module} comes with none of {wanted}"
         checked += 1
     assert checked, "no test module is gated by require()"
 

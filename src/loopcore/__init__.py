@@ -35,12 +35,14 @@ from ._runloop import RunStop, TurnCall
 from ._stats import GuardStats
 
 if TYPE_CHECKING:
+    from ._fleet_async import AsyncToolLoopGuard as AsyncToolLoopGuard
     from .batch import scan as scan
 
 __all__ = [
     "IMPLEMENTATION",
     "TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE",
     "UNSET",
+    "AsyncToolLoopGuard",
     "BatchDecision",
     "CallRecord",
     "CompactionLoopPersisted",
@@ -95,6 +97,10 @@ _BATCH = frozenset(
 
 
 def __getattr__(name: str) -> Any:
+    if name == "AsyncToolLoopGuard":
+        from ._fleet_async import AsyncToolLoopGuard
+
+        return AsyncToolLoopGuard
     if name in _BATCH:
         from . import batch
 

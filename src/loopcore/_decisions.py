@@ -200,3 +200,16 @@ class ToolLoopRunTerminated(ToolLoopBlocked):
 
     def __str__(self) -> str:
         return self.message
+
+
+class StoreUnavailable(Exception):
+    """A shared store's step failed or ran past its ``timeout_seconds`` (SPEC §10).
+
+    ``step`` names the step, ``cause`` the type of the error behind it (never
+    its text, which may hold a value).
+    """
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        super().__init__(f"store step {step!r} failed: {type(cause).__name__}")
+        self.step = step
+        self.cause = type(cause).__name__

@@ -56,6 +56,8 @@ class LoopDetector(DetectorCalls):
         send_tools = check_send_tools(send_tools)
         if store is None:
             store = _ring.RingStore(config.history_size, max_scopes)
+        elif hasattr(store, "for_history"):  # a shared store, told the history it keeps
+            store = store.for_history(config.history_size)
         self._verdicts = Verdicts(config)
         alarm, unknown_alarm = alarm_thresholds(config)
         self._bind_calls(
@@ -115,6 +117,16 @@ class LoopDetector(DetectorCalls):
         key: ScopeKey,
         warning_threshold: int | None,
     ) -> Reconciliation:
+        args_hash, threshold = self._reconcile_args(
+            tool_name, args, tool_call_id, warning_threshold
+        )
+        found = self._store.reconcile(key, tool_name, args_hash, tool_call_id)
+        return self._reconciled(found, threshold)
+
+    def _reconcile_args(
+        self, tool_name: str, args: Any, tool_call_id: str | None, warning_threshold: int | None
+    ) -> tuple[int, int]:
+        """The new args hash and the threshold a reconciliation is judged by (checked)."""
         if warning_threshold is None:
             threshold = self._config.warning_threshold
         elif (
@@ -129,10 +141,12 @@ class LoopDetector(DetectorCalls):
             threshold = warning_threshold
         args_hash = hash_call(tool_name, args)
         check_call_id(tool_call_id)
-        found, changed, churn, variants = self._store.reconcile(
-            key, tool_name, args_hash, tool_call_id
-        )
-        if not found:
+        return args_hash, threshold
+
+    def _reconciled(self, found: tuple[bool, bool, int, int], threshold: int) -> Reconciliation:
+        """The store's answer ``(found, changed, churn, variants)`` as a ``Reconciliation``."""
+        matched, changed, churn, variants = found
+        if not matched:
             return Reconciliation()
         if not churn_on(self._config):
             churn = variants = 0

@@ -100,6 +100,14 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ToolLoopGuard:
+        store = kwargs.get("store")
+        if cls is ToolLoopGuard and getattr(store, "asynchronous", False):
+            raise TypeError("store: an AsyncRedisStore needs loopcore.AsyncToolLoopGuard")
+        if cls is ToolLoopGuard and getattr(store, "shared", False):
+            # A store shared by a fleet: the same guard, deciding through its steps.
+            from ._fleet import FleetGuard
+
+            cls = FleetGuard
         return _percall.new(cls, ToolLoopGuard, "GuardCalls")
 
     def __init__(
@@ -118,6 +126,8 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
         self._shadow = (_check_mode(mode) or config.mode) == "observe"
         if store is None:
             store = _ring.RingStore(config.history_size, max_scopes)
+        elif hasattr(store, "for_history"):  # a shared store, told the history it keeps
+            store = store.for_history(config.history_size)
         # One store, shared: the detector answers history() and check() on it.
         self._detector = LoopDetector(
             config,
@@ -190,6 +200,10 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
         """Forget one scope: its history, warnings, recovery allowance and guard."""
         key = self._key(session, run_id)
         self._detector.end_run(session=session_of(key), run_id=key[1])
+        self._end_local(key)
+
+    def _end_local(self, key: ScopeKey) -> None:
+        """What ``end_run`` forgets in this process."""
         with self._lock:
             state = self._states.pop(key, self._lock)
             self._forget(key)
@@ -202,6 +216,9 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
     def end_session(self, session: Hashable) -> None:
         """Forget every run of ``session``."""
         self._detector.end_session(session)
+        self._end_session_local(session)
+
+    def _end_session_local(self, session: Hashable) -> None:
         held = scope_key(session, None)[0]  # as the tables hold it
         with self._lock:
             keys = self._states.pop_session(held)
@@ -237,12 +254,15 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
     ) -> None:
         """Arm the scope's post-compaction guard; call when retrying after a compaction."""
         key = self._key(session, run_id)
-        config = self._detector.config
-        if config.enabled is False:
+        if self._detector.config.enabled is False:
             return
-        window = config.post_compaction_guard.window_size
         # The baseline: the scope's last completed calls (read before the lock).
-        recent = [r for r in self._store.history(key) if r.result_hash is not None][-16:]
+        self._arm(key, self._store.history(key))
+
+    def _arm(self, key: ScopeKey, history: Sequence[CallRecord]) -> None:
+        """Arm the scope's guard with the baseline of ``history`` (the scope's records)."""
+        window = self._detector.config.post_compaction_guard.window_size
+        recent = [r for r in history if r.result_hash is not None][-16:]
         with self._lock:
             state = self._state(key)
             guard = state.post_compaction(window)
@@ -351,13 +371,16 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
         key = self._key(session, run_id)
         ids = [i for i in tool_call_ids if type(i) is str]
         removed: int = self._store.release(key, ids)
+        self._release_notes(key, ids)
+        return removed
+
+    def _release_notes(self, key: ScopeKey, ids: Collection[str]) -> None:
         with self._lock:
             state = self._noted.get(key)
             if state is not None:
                 for note_key, (call_id, _) in list(state.notes.items()):
                     if call_id in ids:
                         del state.notes[note_key]
-        return removed
 
     def reconcile(
         self,

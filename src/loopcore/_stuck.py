@@ -138,16 +138,19 @@ class StuckPolicy:
         veto: bool = True,
         sibling: bool = False,
         deferred: list[Callable[[], None]] | None = None,
+        seen: bool | None = None,
     ) -> Decision:
         """A critical: recover-once state, the veto, the log line and the event.
 
         A loop storm retries one blocked call thousands of times, so this path
         is kept short: the decision of a repeat is the one built last time.
         With ``deferred``, the log line and event are left to the caller.
+        ``seen`` is a shared store's answer for ``critical_seen`` (tested and
+        set with the veto it wrote), in place of this process's own.
         """
         with self._lock:
             state = self._states.get(key) or self._state(key)
-            terminal = state.critical_seen
+            terminal = state.critical_seen if seen is None else seen
             state.critical_seen = True
             if terminal:  # the run must end: its run-loop cutoffs stop counting (§12.13)
                 state.stopped = True
@@ -260,20 +263,33 @@ class StuckPolicy:
         key: ScopeKey,
         tool_call_id: str | None,
         noted: bool = True,
+        shared: tuple[bool, int] | None = None,
     ) -> tuple[Decision, Callable[[], None]]:
-        """A warning for a recorded call: buckets, note, liveness; logs for after the lock."""
+        """A warning for a recorded call: buckets, note, liveness; logs for after the lock.
+
+        ``shared`` is a shared store's answer (the bucket's first showing, the
+        churn's change), which also holds the note: nothing is kept here then.
+        """
         signal = verdict.liveness_signal
         note = None
         with self._lock:
-            state = self._state(key)
-            emitted = state.first_warning(verdict, self._warning_threshold)
-            if emitted:
-                self._counters.warned(verdict.detector or "", "warning")
-                if noted and not self._shadow:
-                    note = model_note(verdict.count)
-                    state.notes[(tool_name, args_hash)] = (tool_call_id, note)
-                    self._noted[key] = state
-            change = self._live(key, state, signal is not None, tool_name)
+            if shared is not None:
+                emitted, moved = shared
+                if emitted:
+                    self._counters.warned(verdict.detector or "", "warning")
+                    if noted and not self._shadow:
+                        note = model_note(verdict.count)
+                change = self._churn_event(key, tool_name, moved > 0) if moved else None
+            else:
+                state = self._state(key)
+                emitted = state.first_warning(verdict, self._warning_threshold)
+                if emitted:
+                    self._counters.warned(verdict.detector or "", "warning")
+                    if noted and not self._shadow:
+                        note = model_note(verdict.count)
+                        state.notes[(tool_name, args_hash)] = (tool_call_id, note)
+                        self._noted[key] = state
+                change = self._live(key, state, signal is not None, tool_name)
         decision = Decision(
             False,
             None,
@@ -332,17 +348,20 @@ class StuckPolicy:
             self._churning[key] = state
             if state.churn_since is None:
                 state.churn_since = now
-                return LoopEvent(
-                    "churn", session_of(key), key[1], tool_name, "argument_churn", None, 1, None
-                )
+                return self._churn_event(key, tool_name, True)
             state.churn_observed_at = now
             return None
         if state.churn_since is None:
             return None
         state.churn_since = state.churn_observed_at = None
         self._churning.pop(key, None)
+        return self._churn_event(key, tool_name, False)
+
+    @staticmethod
+    def _churn_event(key: ScopeKey, tool_name: str, started: bool) -> LoopEvent:
+        """A churn's start (count 1) or end (count 0)."""
         return LoopEvent(
-            "churn", session_of(key), key[1], tool_name, "argument_churn", None, 0, None
+            "churn", session_of(key), key[1], tool_name, "argument_churn", None, int(started), None
         )
 
     def _settle(self, key: ScopeKey) -> None:
