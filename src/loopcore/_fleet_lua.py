@@ -382,15 +382,15 @@ READ = (
     _PRELUDE
     + r"""
 local out = window()
+local ids = {}
 if ARGV[4] == '1' then
-  local ids = {}
   for i = 0, fill - 1 do
     local s = slot_of(i)
     ids[#ids + 1] = bit.band(flag_at(s), HAS_CALL_ID) ~= 0
       and redis.call('HGET', meta_key, 'i' .. s) or false
   end
-  out[5] = ids
 end
+out[5] = ids
 if ARGV[5] == '1' then out[6] = redis.call('HMGET', meta_key, 'c', 'co') end
 if ring then touch() end
 return out

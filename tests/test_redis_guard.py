@@ -1,0 +1,169 @@
+"""Does a guard on Redis decide exactly as a guard in-process? (SPEC §10)
+
+The same generated call sequences go through ``ToolLoopGuard`` on the
+in-process store and on a ``RedisStore`` (and through ``AsyncToolLoopGuard``):
+decisions, what the model sees, events, liveness and histories must be equal,
+timestamps aside. The sequences mix repeats, polls, ping-pong, argument churn,
+unknown tools, errors, releases and reconciliations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from .conftest import require
+
+redis = require("redis", "redis")
+
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
+
+from loopcore import AsyncToolLoopGuard, Liveness, LoopEvent, ToolLoopGuard  # noqa: E402
+from loopcore.redis import AsyncRedisStore, RedisStore  # noqa: E402
+
+from .test_twins import comparable  # noqa: E402
+
+CONFIG = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5,
+          "globalCircuitBreakerThreshold": 7, "historySize": 12}  # fmt: skip
+RUNNING = {"details": {"status": "running"}}
+CALLS = [
+    ("read", {"path": "a"}, "A"),
+    ("read", {"path": "b"}, "B"),
+    ("process", {"action": "poll", "sessionId": "p"}, RUNNING),
+    ("write", {"path": "w", "content": "1"}, {"details": {"changed": False}}),
+    ("write", {"path": "w", "content": "2"}, {"details": {"changed": False}}),
+    ("write", {"path": "w", "content": "3"}, {"details": {"changed": False}}),
+    ("frobnicate", {}, "error: Tool frobnicate not found"),
+]
+STEP = st.tuples(
+    st.integers(0, len(CALLS) - 1),
+    st.sampled_from(["call", "call", "call", "call", "error", "release", "reconcile", "skip"]),
+    st.sampled_from([None, "s2"]),
+)
+
+
+def _decision(d: Any) -> tuple[Any, ...]:
+    return (d.blocked, d.terminal, d.result_text, d.warning, d.model_note, d.liveness_signal,
+            d.verdict, d.would_block)  # fmt: skip
+
+
+def _event(e: LoopEvent) -> tuple[Any, ...]:
+    return (e.kind, e.session, e.run_id, e.tool_name, e.detector, e.level, e.count, e.message,
+            e.terminal, e.tool_call_id)  # fmt: skip
+
+
+def run_sync(guard: Any, steps: list[tuple[int, str, Any]]) -> list[Any]:
+    seen: list[Any] = []
+    for n, (which, action, session) in enumerate(steps):
+        tool, args, result = CALLS[which]
+        scope = {"session": session, "run_id": "r", "tool_call_id": f"c{n}"}
+        d = guard.before_call(tool, args, **scope)
+        seen.append(_decision(d))
+        if d.blocked:
+            continue
+        if action == "error":
+            seen.append(guard.after_call(tool, args, error=RuntimeError("boom"), **scope))
+        elif action == "release":
+            seen.append(guard.release([f"c{n}"], session=session, run_id="r"))
+        elif action == "reconcile":
+            seen.append(guard.reconcile(tool, {"rewritten": n % 2}, **scope))
+        elif action == "call":
+            seen.append(guard.after_call(tool, args, result=result, **scope))
+        seen.append(guard.liveness(session=session, run_id="r"))
+    return seen
+
+
+async def run_async(guard: AsyncToolLoopGuard, steps: list[tuple[int, str, Any]]) -> list[Any]:
+    seen: list[Any] = []
+    for n, (which, action, session) in enumerate(steps):
+        tool, args, result = CALLS[which]
+        scope = {"session": session, "run_id": "r", "tool_call_id": f"c{n}"}
+        d = await guard.before_call(tool, args, **scope)
+        seen.append(_decision(d))
+        if d.blocked:
+            continue
+        if action == "error":
+            seen.append(await guard.after_call(tool, args, error=RuntimeError("boom"), **scope))
+        elif action == "release":
+            seen.append(await guard.release([f"c{n}"], session=session, run_id="r"))
+        elif action == "reconcile":
+            seen.append(await guard.reconcile(tool, {"rewritten": n % 2}, **scope))
+        elif action == "call":
+            seen.append(await guard.after_call(tool, args, result=result, **scope))
+        seen.append(await guard.liveness(session=session, run_id="r"))
+    return seen
+
+
+def _comparable_liveness(seen: list[Any]) -> list[Any]:
+    # Churn clocks differ (monotonic in-process, wall clock in Redis): only whether.
+    return [
+        (s.churning, s.churn_since is None, s.churn_observed_at is None)
+        if isinstance(s, Liveness)
+        else s
+        for s in seen
+    ]
+
+
+@pytest.fixture
+def client(redis_url: str) -> Any:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+# Worked cases first (a repeat warned then blocked, a poll, ping-pong, churn through
+# three write variants, an unknown tool), then generated ones.
+WORKED = [
+    [(0, "call", None)] * 8,
+    [(2, "call", None)] * 9 + [(2, "call", "s2")] * 3,
+    [(0, "call", None), (1, "call", None)] * 6,
+    [(3, "call", None), (4, "call", None), (5, "call", None)] * 4 + [(3, "reconcile", None)],
+    [(6, "error", None)] * 6 + [(6, "release", None)],
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(STEP, min_size=8, max_size=40), mode=st.sampled_from(["enforce", "observe"]))
+@example(steps=WORKED[0], mode="enforce")
+@example(steps=WORKED[1], mode="enforce")
+@example(steps=WORKED[2], mode="observe")
+@example(steps=WORKED[3], mode="enforce")
+@example(steps=WORKED[4], mode="enforce")
+def test_a_guard_on_redis_decides_as_in_process(
+    client: Any, redis_prefix: str, steps: list[Any], mode: str
+) -> None:
+    client.delete(*client.keys(redis_prefix + "*") or ["-"])
+    guards, events = [], []
+    for store in (None, RedisStore(client, prefix=redis_prefix, timeout_seconds=5)):
+        log: list[LoopEvent] = []
+        guards.append(ToolLoopGuard(CONFIG, store=store, on_event=log.append, mode=mode))
+        events.append(log)
+    want, got = (_comparable_liveness(run_sync(g, steps)) for g in guards)
+    assert got == want
+    assert [_event(e) for e in events[1]] == [_event(e) for e in events[0]]
+    for session in (None, "s2"):
+        mine, theirs = (comparable(g.detector.history(session=session, run_id="r")) for g in guards)
+        assert theirs == mine
+    local, shared = (g.stats().as_dict() for g in guards)
+    assert {**shared, "live_scopes": 0} == {**local, "live_scopes": 0}
+
+
+@settings(max_examples=10, deadline=None)
+@given(steps=st.lists(STEP, min_size=1, max_size=30))
+def test_the_async_guard_decides_as_the_sync_one(
+    redis_url: str, redis_prefix: str, steps: list[Any]
+) -> None:
+    want = _comparable_liveness(run_sync(ToolLoopGuard(CONFIG), steps))
+
+    async def main() -> list[Any]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        await client.flushdb()
+        store = AsyncRedisStore(client, prefix=redis_prefix, timeout_seconds=5)
+        seen = await run_async(AsyncToolLoopGuard(CONFIG, store=store), steps)
+        await client.aclose()
+        return seen
+
+    assert _comparable_liveness(asyncio.run(main())) == want
