@@ -21,13 +21,20 @@ redis = require("redis", "redis")
 import hypothesis.strategies as st  # noqa: E402
 from hypothesis import example, given, settings  # noqa: E402
 
-from loopcore import AsyncToolLoopGuard, Liveness, LoopEvent, ToolLoopGuard  # noqa: E402
+from loopcore import (  # noqa: E402
+    AsyncToolLoopGuard,
+    CompactionLoopPersisted,
+    Liveness,
+    LoopEvent,
+    ToolLoopGuard,
+)
 from loopcore.redis import AsyncRedisStore, RedisStore  # noqa: E402
 
 from .test_twins import comparable  # noqa: E402
 
 CONFIG = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5,
-          "globalCircuitBreakerThreshold": 7, "historySize": 12}  # fmt: skip
+          "globalCircuitBreakerThreshold": 7, "historySize": 12, "turnLimit": 30,
+          "maxConsecutiveErrorBatches": 3, "maxIdleRepeatCalls": 4}  # fmt: skip
 RUNNING = {"details": {"status": "running"}}
 CALLS = [
     ("read", {"path": "a"}, "A"),
@@ -40,7 +47,9 @@ CALLS = [
 ]
 STEP = st.tuples(
     st.integers(0, len(CALLS) - 1),
-    st.sampled_from(["call", "call", "call", "call", "error", "release", "reconcile", "skip"]),
+    st.sampled_from(
+        ["call", "call", "call", "call", "error", "release", "reconcile", "skip", "arm", "turn"]
+    ),
     st.sampled_from([None, "s2"]),
 )
 
@@ -55,24 +64,35 @@ def _event(e: LoopEvent) -> tuple[Any, ...]:
             e.terminal, e.tool_call_id)  # fmt: skip
 
 
-def run_sync(guard: Any, steps: list[tuple[int, str, Any]]) -> list[Any]:
+def run_sync(guards: list[Any], steps: list[tuple[int, str, Any]]) -> list[Any]:
+    """The steps, each call's before on one guard and what follows on the next (workers)."""
     seen: list[Any] = []
     for n, (which, action, session) in enumerate(steps):
         tool, args, result = CALLS[which]
+        first, then = guards[n % len(guards)], guards[(n + 1) % len(guards)]
         scope = {"session": session, "run_id": "r", "tool_call_id": f"c{n}"}
-        d = guard.before_call(tool, args, **scope)
+        d = first.before_call(tool, args, **scope)
         seen.append(_decision(d))
         if d.blocked:
             continue
-        if action == "error":
-            seen.append(guard.after_call(tool, args, error=RuntimeError("boom"), **scope))
-        elif action == "release":
-            seen.append(guard.release([f"c{n}"], session=session, run_id="r"))
-        elif action == "reconcile":
-            seen.append(guard.reconcile(tool, {"rewritten": n % 2}, **scope))
-        elif action == "call":
-            seen.append(guard.after_call(tool, args, result=result, **scope))
-        seen.append(guard.liveness(session=session, run_id="r"))
+        try:
+            if action == "error":
+                seen.append(then.after_call(tool, args, error=RuntimeError("boom"), **scope))
+            elif action == "release":
+                seen.append(then.release([f"c{n}"], session=session, run_id="r"))
+            elif action == "reconcile":
+                seen.append(then.reconcile(tool, {"rewritten": n % 2}, **scope))
+            elif action == "arm":
+                seen.append(then.arm_post_compaction(session=session, run_id="r"))
+            elif action == "turn":
+                turn = [(tool, args, f"c{n}", which == 6)]
+                seen.append(then.end_turn(turn, session=session, run_id="r"))
+                seen.append(first.before_turn(session=session, run_id="r"))
+            elif action == "call":
+                seen.append(then.after_call(tool, args, result=result, **scope))
+        except CompactionLoopPersisted as exc:
+            seen.append(("aborted", exc.tool_name, exc.count))
+        seen.append(then.liveness(session=session, run_id="r"))
     return seen
 
 
@@ -85,14 +105,23 @@ async def run_async(guard: AsyncToolLoopGuard, steps: list[tuple[int, str, Any]]
         seen.append(_decision(d))
         if d.blocked:
             continue
-        if action == "error":
-            seen.append(await guard.after_call(tool, args, error=RuntimeError("boom"), **scope))
-        elif action == "release":
-            seen.append(await guard.release([f"c{n}"], session=session, run_id="r"))
-        elif action == "reconcile":
-            seen.append(await guard.reconcile(tool, {"rewritten": n % 2}, **scope))
-        elif action == "call":
-            seen.append(await guard.after_call(tool, args, result=result, **scope))
+        try:
+            if action == "error":
+                seen.append(await guard.after_call(tool, args, error=RuntimeError("boom"), **scope))
+            elif action == "release":
+                seen.append(await guard.release([f"c{n}"], session=session, run_id="r"))
+            elif action == "reconcile":
+                seen.append(await guard.reconcile(tool, {"rewritten": n % 2}, **scope))
+            elif action == "arm":
+                seen.append(await guard.arm_post_compaction(session=session, run_id="r"))
+            elif action == "turn":
+                turn = [(tool, args, f"c{n}", which == 6)]
+                seen.append(await guard.end_turn(turn, session=session, run_id="r"))
+                seen.append(await guard.before_turn(session=session, run_id="r"))
+            elif action == "call":
+                seen.append(await guard.after_call(tool, args, result=result, **scope))
+        except CompactionLoopPersisted as exc:
+            seen.append(("aborted", exc.tool_name, exc.count))
         seen.append(await guard.liveness(session=session, run_id="r"))
     return seen
 
@@ -118,6 +147,8 @@ def client(redis_url: str) -> Any:
 # three write variants, an unknown tool), then generated ones.
 WORKED = [
     [(0, "call", None)] * 8,
+    [(0, "call", None), (0, "arm", None)] + [(0, "call", None)] * 3,  # aborts
+    [(6, "turn", None)] * 5 + [(0, "turn", "s2")] * 6,
     [(2, "call", None)] * 9 + [(2, "call", "s2")] * 3,
     [(0, "call", None), (1, "call", None)] * 6,
     [(3, "call", None), (4, "call", None), (5, "call", None)] * 4 + [(3, "reconcile", None)],
@@ -132,23 +163,37 @@ WORKED = [
 @example(steps=WORKED[2], mode="observe")
 @example(steps=WORKED[3], mode="enforce")
 @example(steps=WORKED[4], mode="enforce")
+@example(steps=WORKED[5], mode="enforce")
+@example(steps=WORKED[6], mode="observe")
 def test_a_guard_on_redis_decides_as_in_process(
     client: Any, redis_prefix: str, steps: list[Any], mode: str
 ) -> None:
     client.delete(*client.keys(redis_prefix + "*") or ["-"])
-    guards, events = [], []
-    for store in (None, RedisStore(client, prefix=redis_prefix, timeout_seconds=5)):
-        log: list[LoopEvent] = []
-        guards.append(ToolLoopGuard(CONFIG, store=store, on_event=log.append, mode=mode))
-        events.append(log)
-    want, got = (_comparable_liveness(run_sync(g, steps)) for g in guards)
+    local_events: list[LoopEvent] = []
+    local = ToolLoopGuard(CONFIG, on_event=local_events.append, mode=mode)
+    # Two workers on one Redis: each call's before on one, what follows on the other.
+    shared_events: list[LoopEvent] = []
+    workers = [
+        ToolLoopGuard(
+            CONFIG,
+            store=RedisStore(client, prefix=redis_prefix, timeout_seconds=5),
+            on_event=shared_events.append,
+            mode=mode,
+        )
+        for _ in range(2)
+    ]
+    want = _comparable_liveness(run_sync([local], steps))
+    got = _comparable_liveness(run_sync(workers, steps))
     assert got == want
-    assert [_event(e) for e in events[1]] == [_event(e) for e in events[0]]
+    assert [_event(e) for e in shared_events] == [_event(e) for e in local_events]
     for session in (None, "s2"):
-        mine, theirs = (comparable(g.detector.history(session=session, run_id="r")) for g in guards)
-        assert theirs == mine
-    local, shared = (g.stats().as_dict() for g in guards)
-    assert {**shared, "live_scopes": 0} == {**local, "live_scopes": 0}
+        mine = comparable(local.detector.history(session=session, run_id="r"))
+        assert comparable(workers[0].detector.history(session=session, run_id="r")) == mine
+    totals = [w.stats() for w in workers]
+    assert sum(t.calls for t in totals) == local.stats().calls
+    assert sum(t.blocks for t in totals) == local.stats().blocks
+    assert sum(t.aborts for t in totals) == local.stats().aborts
+    assert sum(t.store_errors for t in totals) == 0
 
 
 @settings(max_examples=10, deadline=None)
@@ -156,7 +201,7 @@ def test_a_guard_on_redis_decides_as_in_process(
 def test_the_async_guard_decides_as_the_sync_one(
     redis_url: str, redis_prefix: str, steps: list[Any]
 ) -> None:
-    want = _comparable_liveness(run_sync(ToolLoopGuard(CONFIG), steps))
+    want = _comparable_liveness(run_sync([ToolLoopGuard(CONFIG)], steps))
 
     async def main() -> list[Any]:
         client = redis.asyncio.Redis.from_url(redis_url)

@@ -13,18 +13,20 @@ runs it on a ``RedisStore``, ``AsyncToolLoopGuard`` awaits each step of an
 ``on_store_error`` policy: the call proceeds unguarded (``"allow"``) or is
 blocked with ``loop_store_unavailable`` (``"block"``); nothing escapes.
 
-Shared: the ring, warning buckets, ``critical_seen``, pending notes and the
-churn's liveness. Kept per worker: the post-compaction guard, the run-loop
-cutoffs and storm control of the log.
+Shared: the ring, warning buckets, ``critical_seen``, pending notes, the
+churn's liveness, the post-compaction guard and the run-loop counters (the
+last two as versioned documents, ``_fleet_state``). Kept per worker: its
+``stats()`` counters and the storm control of its log.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Generator, Hashable
+from collections.abc import Collection, Generator, Hashable, Sequence
 from typing import Any
 
 from . import _outcome
+from ._compaction import arm_with_baseline, observed
 from ._decisions import (
     ALLOWED,
     Decision,
@@ -34,12 +36,15 @@ from ._decisions import (
     blocked_text,
 )
 from ._fleet_codec import record_of
+from ._fleet_state import dump_guard, dump_runloop, load_guard, load_runloop
+from ._guard import close_quietly, log_window_closed, observe_quietly
 from ._hook import ToolLoopGuard
 from ._logs import escape, extra, logger, scope_suffix, storm_level
 from ._outcome import check_call_id, hash_call, outcome_of
 from ._percall_py import UNSCOPED
 from ._records import KIND_VETO, ScanStats, Verdict
 from ._rules import LOOP_STORE_UNAVAILABLE
+from ._runloop import RunStop, digest_turn
 from ._scopes import ScopeKey, scope_key, session_of
 from ._stuck import _annotate
 
@@ -201,6 +206,7 @@ class FleetFlows:
             send_tools=self._send_tools,
         )
         record = note = None
+        guard: Any = None
         # A blocked result passed back is not recorded (the veto is), nor is nothing.
         if kind != KIND_VETO and result_hash is not None:
             answer = yield (
@@ -210,13 +216,66 @@ class FleetFlows:
             if _failed(answer):
                 self._store_failed(answer, key, tool_name)
             else:
-                record, note = answer
-        if self._armed:
-            self._observe(record, tool_name, args, key)
+                record, note, guard = answer
+        else:
+            # Nothing recorded, but an armed guard still counts the attempt.
+            answer = yield ("state", key, "g")
+            if _failed(answer):
+                self._store_failed(answer, key, tool_name)
+            else:
+                guard = answer[:2]
+        if guard is not None and guard[0]:
+            observed_hashes = observed(record, tool_name, args)
+            yield from self._observe_flow(key, tool_name, observed_hashes, *guard)
         given = result is not _outcome.UNSET
         if note is not None and given and not self._shadow:
             return _annotate(result, note)
         return result if given else None
+
+    def _observe_flow(
+        self: Any, key: ScopeKey, tool_name: str, hashes: tuple[int, int | None], blob: Any,
+        version: Any,
+    ) -> Flow:  # fmt: skip
+        """One attempt for the armed guard, written back unless another worker wrote first."""
+        window = self._detector.config.post_compaction_guard.window_size
+        while True:
+            guard = load_guard(blob, window)
+            if not guard.armed:
+                return None
+            verdict, closed = observe_quietly(guard, tool_name, *hashes)
+            answer = yield ("put_state", key, "g", version, dump_guard(guard))
+            if _failed(answer):
+                self._store_failed(answer, key, tool_name)
+                break  # this worker's observation still stands
+            written, blob, version = answer
+            if written:
+                break
+        with self._lock:
+            self._count_abort(verdict)
+        self._observed(verdict, closed, key, tool_name, window)
+        return None
+
+    def _turn_flow(self: Any, key: ScopeKey, digest: Any) -> Flow:
+        """``before_turn`` (``digest`` None) or ``end_turn`` on the shared run-loop counters."""
+        answer = yield ("state", key, "l")
+        while True:
+            if _failed(answer):
+                self._store_failed(answer, key, None)
+                return None
+            blob, version, stopped = answer
+            if stopped:
+                return None
+            runs = load_runloop(blob, self._run_guards)
+            if digest is None:
+                return self._run_stop(runs.before_turn(), key)
+            stop = runs.count_turn(digest)
+            put = yield ("put_state", key, "l", version, dump_runloop(runs))
+            if _failed(put):
+                answer = put
+                continue
+            if put[0]:
+                return self._run_stop(stop, key)
+            answer = (put[1], put[2], False)
 
     def _reconcile_flow(
         self: Any, tool_name: str, args: Any, call_id: Any, key: ScopeKey, threshold: Any
@@ -250,6 +309,11 @@ class FleetFlows:
         answer = yield ("drop", key)
         if _failed(answer):
             self._store_failed(answer, key, None)
+        elif answer[1]:
+            window = self._detector.config.post_compaction_guard.window_size
+            closed = close_quietly(load_guard(answer[1], window))
+            if closed is not None:
+                log_window_closed(closed, *self._scoped("guard_window_closed", key))
         self._end_local(key)
 
     def _end_session_flow(self: Any, session: Hashable) -> Flow:
@@ -259,15 +323,30 @@ class FleetFlows:
         self._end_session_local(session)
 
     def _arm_flow(self: Any, key: ScopeKey) -> Flow:
-        if self._detector.config.enabled is False:
+        config = self._detector.config
+        if config.enabled is False:
             return None
+        window = config.post_compaction_guard.window_size
         answer = yield ("read", key, True)
         if _failed(answer):
             self._store_failed(answer, key, None)
-            records, ids = [], []
-        else:
-            records, ids, _ = answer
-        self._arm(key, [record_of(key, r, _text(i)) for r, i in zip(records, ids, strict=False)])
+            return None
+        records, ids, _ = answer
+        history = [record_of(key, r, _text(i)) for r, i in zip(records, ids, strict=False)]
+        state = yield ("state", key, "g")
+        while True:
+            if _failed(state):
+                self._store_failed(state, key, None)
+                return None
+            guard = load_guard(state[0], window)
+            armed, closed = arm_with_baseline(guard, history)
+            put = yield ("put_state", key, "g", state[1], dump_guard(guard))
+            if _failed(put) or put[0]:
+                if _failed(put):
+                    self._store_failed(put, key, None)
+                break
+            state = (put[1], put[2], False)
+        self._log_arming(key, window, armed, closed)
         return None
 
     def _release_flow(self: Any, tool_call_ids: Any, key: ScopeKey) -> Flow:
@@ -375,6 +454,29 @@ class FleetGuard(FleetFlows, ToolLoopGuard):
         key = self._key(session, run_id)
         removed: int = drive(self._store, self._release_flow(tool_call_ids, key))
         return removed
+
+    def before_turn(
+        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
+    ) -> RunStop | None:
+        if not any(limit is not None for limit in self._run_guards):
+            return None
+        key = self._key(session, run_id)
+        stop: RunStop | None = drive(self._store, self._turn_flow(key, None))
+        return stop
+
+    def end_turn(
+        self,
+        calls: Sequence[Any],
+        *,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> RunStop | None:
+        if not any(limit is not None for limit in self._run_guards):
+            return None
+        key = self._key(session, run_id)
+        digest = digest_turn(calls, signatures=self._run_guards[2] is not None)
+        stop: RunStop | None = drive(self._store, self._turn_flow(key, digest))
+        return stop
 
 
 def log_quietly(guard: Any, failure: Exception, key: ScopeKey) -> None:

@@ -19,7 +19,7 @@ from ._fleet import FleetGuard, Flow
 from ._outcome import UNSET, Normalizer
 from ._percall_py import UNSCOPED
 from ._records import CallRecord
-from ._runloop import RunStop
+from ._runloop import RunStop, digest_turn
 from ._scopes import scope_key
 from ._stats import GuardStats
 
@@ -43,9 +43,8 @@ async def _drive(store: Any, flow: Flow) -> Any:
 class AsyncToolLoopGuard:
     """The gateway hook for asyncio gateways sharing an ``AsyncRedisStore``.
 
-    Takes ``ToolLoopGuard``'s arguments; ``store`` is required. ``scope()``,
-    ``stats()``, ``before_turn`` and ``end_turn`` (which keep per-worker state)
-    are plain methods.
+    Takes ``ToolLoopGuard``'s arguments; ``store`` is required. ``scope()``
+    and ``stats()`` (this worker's counters) are plain methods.
     """
 
     def __init__(
@@ -185,14 +184,27 @@ class AsyncToolLoopGuard:
         records: list[CallRecord] = await self._store.history(scope_key(session, run_id))
         return records
 
-    def before_turn(
+    async def before_turn(
         self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
     ) -> RunStop | None:
-        """``ToolLoopGuard.before_turn`` (run-loop counters are kept per worker)."""
-        return self._core.before_turn(session=session, run_id=run_id)
+        """``ToolLoopGuard.before_turn``, on the run-loop counters the fleet shares."""
+        core = self._core
+        if not any(limit is not None for limit in core._run_guards):
+            return None
+        stop: RunStop | None = await _drive(
+            self._store, core._turn_flow(core._key(session, run_id), None)
+        )
+        return stop
 
-    def end_turn(
+    async def end_turn(
         self, calls: Sequence[Any], *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
     ) -> RunStop | None:
-        """``ToolLoopGuard.end_turn`` (run-loop counters are kept per worker)."""
-        return self._core.end_turn(calls, session=session, run_id=run_id)
+        """``ToolLoopGuard.end_turn``, on the run-loop counters the fleet shares."""
+        core = self._core
+        if not any(limit is not None for limit in core._run_guards):
+            return None
+        digest = digest_turn(calls, signatures=core._run_guards[2] is not None)
+        stop: RunStop | None = await _drive(
+            self._store, core._turn_flow(core._key(session, run_id), digest)
+        )
+        return stop

@@ -25,9 +25,11 @@ __all__ = [
     "CRITICAL",
     "DROP",
     "DROP_SESSION",
+    "PUT_STATE",
     "READ",
     "RECONCILE",
     "RELEASE",
+    "STATE",
     "WARN",
 ]
 
@@ -192,6 +194,8 @@ if ARGV[10] == '1' then
 end
 local prior = redis.call('HGET', meta_key, 'x')
 redis.call('HSET', meta_key, 'x', '1')
+-- A second critical ends the run: its run-loop cutoffs stop counting (SPEC §12.13).
+if prior == '1' and ARGV[10] == '1' then redis.call('HSET', meta_key, 'st', '1') end
 touch()
 return prior == '1' and 1 or 0
 """
@@ -304,8 +308,9 @@ if bit.band(f, HAS_UNKNOWN) ~= 0 then
   unknown = redis.call('HGET', meta_key, 't' .. struct.unpack('<I4', sub(36 * H + 4 * found, 4)))
 end
 local tool = redis.call('HGET', meta_key, 't' .. struct.unpack('<I4', tool_at(found)))
+local guard = redis.call('HMGET', meta_key, 'g', 'vg')
 return {tool, args_at(found), record_cid, sub(24 * H + 8 * found, 8), sub(8 * H + 8 * found, 8),
-  unknown, f, sub(41 * H + 8 * found, 8), note}
+  unknown, f, sub(41 * H + 8 * found, 8), note, guard[1], guard[2] or '0'}
 """
 )
 
@@ -397,12 +402,41 @@ return out
 """
 )
 
-# Forgets one scope: 1 if it held anything.
+# Forgets one scope: {1 if it held anything, its post-compaction guard's state}.
 DROP = r"""
+local guard = redis.call('HGET', KEYS[2], 'g')
 local gone = redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SREM', KEYS[3], ARGV[3])
-return gone > 0 and 1 or 0
+return {gone > 0 and 1 or 0, guard}
 """
+
+# ARGV[4]: the state's field ('g' the post-compaction guard, 'l' the run loop).
+# {its document or nil, its version, whether the run was stopped (SPEC §12.13)}.
+STATE = (
+    _PRELUDE
+    + r"""
+local got = redis.call('HMGET', meta_key, ARGV[4], 'v' .. ARGV[4], 'st')
+touch()
+return {got[1], got[2] or '0', got[3] or '0'}
+"""
+)
+
+# ARGV[4..6]: field, the version it was read at, the new document ('' removes it).
+# Written only if no one wrote it since: {1}, else {0, its document, its version}.
+PUT_STATE = (
+    _PRELUDE
+    + r"""
+local version = redis.call('HGET', meta_key, 'v' .. ARGV[4]) or '0'
+if version ~= ARGV[5] then
+  return {0, redis.call('HGET', meta_key, ARGV[4]), version}
+end
+if ARGV[6] == '' then redis.call('HDEL', meta_key, ARGV[4])
+else redis.call('HSET', meta_key, ARGV[4], ARGV[6]) end
+redis.call('HINCRBY', meta_key, 'v' .. ARGV[4], 1)
+touch()
+return {1}
+"""
+)
 
 # KEYS[1]: the session's runs; ARGV[1]: the prefix of its keys (ring and meta add
 # 'r:' / 'm:' and the run). Forgets every run of the session; how many.

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar, overload
 
-from . import _outcome, _percall, _ring
+from . import _percall, _ring
+from ._compaction import CompactionPolicy
 from ._config import LoopDetectionConfig, coerce_config
 from ._decisions import (
     ALLOWED,
@@ -30,20 +31,13 @@ from ._decisions import (
 )
 from ._detector import LoopDetector
 from ._guard import (
-    CompactionLoopPersisted,
-    arm_quietly,
     close_quietly,
-    log_abort,
-    log_armed,
     log_window_closed,
-    observe_quietly,
 )
-from ._logs import escape, logger
+from ._logs import logger
 from ._outcome import Normalizer, check_normalizers, check_send_tools, check_tool_name
 from ._percall_py import UNSCOPED, GuardCalls
-from ._records import CallRecord
 from ._rules import (
-    COMPACTION_LOOP_PERSISTED,
     alarm_thresholds,
     churn_on,
 )
@@ -89,7 +83,7 @@ def _check_mode(mode: object) -> str | None:
     raise ValueError(f"mode: expected 'enforce' or 'observe', got {mode!r}")
 
 
-class ToolLoopGuard(StuckPolicy, GuardCalls):
+class ToolLoopGuard(StuckPolicy, CompactionPolicy, GuardCalls):
     """The gateway hook: check, warn or block, record, and guard after compaction.
 
     What a stuck verdict does comes from ``StuckPolicy`` (``_stuck``); the
@@ -246,101 +240,6 @@ class ToolLoopGuard(StuckPolicy, GuardCalls):
             if evicted:
                 self._counters.evicted(len(evicted))
         return state
-
-    # -- the post-compaction guard ---------------------------------------------------------
-
-    def arm_post_compaction(
-        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
-    ) -> None:
-        """Arm the scope's post-compaction guard; call when retrying after a compaction."""
-        key = self._key(session, run_id)
-        if self._detector.config.enabled is False:
-            return
-        # The baseline: the scope's last completed calls (read before the lock).
-        self._arm(key, self._store.history(key))
-
-    def _arm(self, key: ScopeKey, history: Sequence[CallRecord]) -> None:
-        """Arm the scope's guard with the baseline of ``history`` (the scope's records)."""
-        window = self._detector.config.post_compaction_guard.window_size
-        recent = [r for r in history if r.result_hash is not None][-16:]
-        with self._lock:
-            state = self._state(key)
-            guard = state.post_compaction(window)
-            if not guard.armed:
-                for record in recent:
-                    observe_quietly(guard, record.tool_name, record.args_hash, record.result_hash)
-            armed, closed = arm_quietly(guard)
-            self._armed_guards[key] = state
-        # Logged and emitted with the lock released: handlers are host code.
-        if closed is not None:
-            log_window_closed(closed, *self._scoped("guard_window_closed", key))
-        if armed:
-            log_armed(window, *self._scoped("guard_armed", key, count=window))
-        self._emit(
-            LoopEvent(
-                "guard_armed",
-                session_of(key),
-                key[1],
-                "",
-                None,
-                None,
-                window,
-                f"post-compaction guard armed for {window} attempts",
-            )
-        )
-
-    def _observe(
-        self, record: CallRecord | None, tool_name: str, args: Any, key: ScopeKey
-    ) -> CallRecord | None:
-        """Feed an armed post-compaction guard; raises when it trips."""
-        if record is not None:
-            args_hash, result_hash = record.args_hash, record.result_hash
-        else:
-            args_hash, result_hash = _outcome.hash_call(tool_name, args), None
-        with self._lock:
-            state = self._armed_guards.get(key)
-            if state is None or state.guard is None:
-                return record
-            verdict, closed = observe_quietly(state.guard, tool_name, args_hash, result_hash)
-            if not state.guard.armed:
-                del self._armed_guards[key]
-            if verdict.should_abort:
-                if self._shadow:
-                    self._counters.shadow(COMPACTION_LOOP_PERSISTED, "critical", "abort")
-                else:
-                    self._counters.aborted()
-        if closed is not None:
-            log_window_closed(closed, *self._scoped("guard_window_closed", key))
-        if not verdict.should_abort:
-            return record
-        message = verdict.message
-        suffix, fields = self._scoped(
-            "compaction_abort", key, tool_name, COMPACTION_LOOP_PERSISTED, "critical",
-            verdict.count,
-        )  # fmt: skip
-        if self._shadow:
-            logger.warning(
-                "would have aborted the run: %s%s", escape(message or "", None), suffix,
-                extra=fields,
-            )  # fmt: skip
-        else:
-            log_abort(verdict, state.guard.window_size, suffix, fields)
-        self._emit(
-            LoopEvent(
-                "compaction_abort",
-                session_of(key),
-                key[1],
-                tool_name,
-                COMPACTION_LOOP_PERSISTED,
-                "critical",
-                verdict.count,
-                message,
-                shadow=self._shadow,
-            )
-        )
-        if not self._shadow:
-            raise CompactionLoopPersisted(tool_name, verdict.count, message)
-        return record
 
     # -- batches, releases, reconciliation and liveness (SPEC §8.2, §8.3, §8.7) -----------
 

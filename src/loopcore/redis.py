@@ -77,6 +77,8 @@ _SCRIPTS = {
     "read": lua.READ,
     "drop": lua.DROP,
     "drop_session": lua.DROP_SESSION,
+    "state": lua.STATE,
+    "put_state": lua.PUT_STATE,
 }
 
 
@@ -250,11 +252,10 @@ class _Steps:
             note_field(tool, args_hash),
         ]
 
-        def read(reply: Sequence[Any]) -> tuple[CallRecord, str | None]:
+        def read(reply: Sequence[Any]) -> tuple[CallRecord, str | None, Any]:
             note = reply[8]
-            return attached_record(key, reply), note.decode(
-                "utf-8", "surrogatepass"
-            ) if note else None
+            text = note.decode("utf-8", "surrogatepass") if note else None
+            return attached_record(key, reply), text, (reply[9], reply[10])
 
         return "attach", keys, args, read
 
@@ -295,7 +296,25 @@ class _Steps:
 
     def step_drop(self, key: ScopeKey) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
         keys, head = self._head(key)
-        return "drop", keys, head, lambda r: bool(int(r))
+        return "drop", keys, head, lambda r: (bool(int(r[0])), r[1])
+
+    def step_state(
+        self, key: ScopeKey, field: str
+    ) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
+        keys, head = self._head(key)
+        return "state", keys, [*head, field], lambda r: (r[0], r[1], r[2] == b"1")
+
+    def step_put_state(
+        self, key: ScopeKey, field: str, version: bytes, document: bytes
+    ) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
+        keys, head = self._head(key)
+
+        def read(reply: Sequence[Any]) -> tuple[bool, Any, Any]:
+            if int(reply[0]):
+                return True, None, None
+            return False, reply[1], reply[2]
+
+        return "put_state", keys, [*head, field, version, document], read
 
     def step_drop_session(
         self, session: Hashable
@@ -408,7 +427,7 @@ class RedisStore(_Steps):
         return [record_of(key, r, _id(i)) for r, i in zip(records, ids, strict=False)]
 
     def drop(self, key: ScopeKey) -> bool:
-        dropped: bool = self.run("drop", key)
+        dropped: bool = self.run("drop", key)[0]
         return dropped
 
     def drop_session(self, session: Hashable) -> int:
