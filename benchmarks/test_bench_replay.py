@@ -12,12 +12,22 @@ should cost at most 1.5x the table (``extra_info["json_over_table"]``).
 Times are per replay; ``extra_info`` holds calls/s, and on the sweep, its
 ratio to the plain replay of the same run. The core is whichever
 ``loopcore.IMPLEMENTATION`` chose (the compiled one when it is built).
+
+Replay against parsing (group ``replay vs json.loads``): on one trace of
+``LOOPCORE_BENCH_REPLAY_CALLS`` calls (default 100,000; the issue's figure is
+for 1,000,000), merely running ``json.loads`` over its lines in Python (the
+plain-Python yardstick), then ``loopcore replay`` with the reference ``json``
+reading path, with the msgspec path, both ``--jobs 1``, and ``--jobs`` 2 and
+the number of cores (the ``--jobs`` scaling). The run ends with one line
+giving each leg's calls/s and its ratio to the ``json.loads`` leg.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -26,6 +36,8 @@ from pytest_benchmark.fixture import BenchmarkFixture
 import loopcore
 from conftest import REPLAY_GROUP, Figures
 from loopcore.cli import main
+from loopcore.cli.options import default_jobs
+from loopcore.formats._fast import REFERENCE_ENV
 from make_trace import write_trace
 
 CALLS = 100_000
@@ -75,3 +87,90 @@ def test_replay_table(benchmark: BenchmarkFixture, figures: Figures, trace: Path
     _time(benchmark, figures, "table", str(trace), "--enable", "--format", "table")
     if "replay" in MEDIANS:
         benchmark.extra_info["json_over_table"] = round(MEDIANS["replay"] / MEDIANS["table"], 2)
+
+
+# -- replay against parsing ------------------------------------------------------------------
+
+PARSE_CALLS = int(os.environ.get("LOOPCORE_BENCH_REPLAY_CALLS", "100000"))
+PARSE_GROUP = f"replay vs json.loads: {PARSE_CALLS:,} calls"
+#: Seconds per call of each leg of this run, for the closing line.
+PARSE_MEDIANS: dict[str, float] = {}
+#: The legs: (name, ``--jobs``, reference reading path?)
+PARSE_LEGS = [
+    ("replay reference --jobs 1", 1, True),
+    ("replay --jobs 1", 1, False),
+    ("replay --jobs 2", 2, False),
+]
+if default_jobs() > 2:
+    PARSE_LEGS.append((f"replay --jobs {default_jobs()}", default_jobs(), False))
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("replay-parse") / "trace.jsonl"
+    # Only the events are counted: the trace's compactions are extra lines.
+    assert write_trace(str(path), PARSE_CALLS, seed=1) == PARSE_CALLS
+    return path
+
+
+def _json_loads_lines(path: Path) -> int:
+    loads = json.loads
+    count = 0
+    with open(path, "rb") as stream:
+        for line in stream:
+            loads(line)
+            count += 1
+    return count
+
+
+def _per_call(benchmark: BenchmarkFixture, name: str) -> None:
+    median = benchmark.stats.stats.median
+    PARSE_MEDIANS[name] = median / PARSE_CALLS
+    benchmark.extra_info["calls_per_s"] = round(PARSE_CALLS / median)
+
+
+@pytest.mark.benchmark(group=PARSE_GROUP)
+def test_json_loads_lines(benchmark: BenchmarkFixture, big_trace: Path) -> None:
+    """The yardstick: ``json.loads`` over every line, nothing else."""
+    lines = benchmark.pedantic(_json_loads_lines, args=(big_trace,), rounds=ROUNDS, iterations=1)
+    assert lines >= PARSE_CALLS
+    _per_call(benchmark, "json.loads")
+
+
+@pytest.mark.benchmark(group=PARSE_GROUP)
+@pytest.mark.parametrize(("name", "jobs", "reference"), PARSE_LEGS, ids=[n for n, *_ in PARSE_LEGS])
+def test_replay_against_parsing(
+    benchmark: BenchmarkFixture,
+    big_trace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    jobs: int,
+    reference: bool,
+) -> None:
+    if reference:
+        monkeypatch.setenv(REFERENCE_ENV, "1")
+    else:
+        monkeypatch.delenv(REFERENCE_ENV, raising=False)
+    benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
+    benchmark.extra_info["jobs"] = jobs
+    args = (str(big_trace), "--enable", "--format", "json", "--jobs", str(jobs))
+    code = benchmark.pedantic(_replay, args=args, rounds=ROUNDS, iterations=1)
+    assert code == 1
+    _per_call(benchmark, name)
+    if "json.loads" in PARSE_MEDIANS:
+        ratio = PARSE_MEDIANS["json.loads"] / PARSE_MEDIANS[name]
+        benchmark.extra_info["over_json_loads"] = round(ratio, 2)
+    if name == PARSE_LEGS[-1][0]:
+        with capsys.disabled():  # printed as the run goes, past pytest's capture
+            print(f"\n{_parsing_line()}")
+
+
+def _parsing_line() -> str:
+    """Every leg's calls/s, and its throughput over the ``json.loads`` leg's."""
+    base = PARSE_MEDIANS.get("json.loads")
+    parts = []
+    for name, per_call in PARSE_MEDIANS.items():
+        ratio = f" ({base / per_call:.2f}x json.loads)" if base and name != "json.loads" else ""
+        parts.append(f"{name}: {1 / per_call:,.0f} calls/s{ratio}")
+    return f"{PARSE_GROUP}: " + "; ".join(parts)

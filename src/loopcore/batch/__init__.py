@@ -8,7 +8,9 @@ the verdict ``LoopDetector.check`` would have returned before each of them, and
 - ``_table``: a trace's calls as columns of hashes (``CallTable``, ``CallTableBuilder``);
 - ``_kernels``: the SPEC §4 counts of every call, in whole-array numpy operations;
 - ``_result``: ``ScanResult``, its per-scope ``ScopeSummary`` and ``ScanTotals``;
-- ``_scan``: the entry points, ``scan`` and ``sweep``.
+- ``_scan``: the entry points, ``scan`` and ``sweep``;
+- ``_lines``: ``replay_lines``, one trace file's runs as a pure function of its lines;
+- ``dask`` (imported only on use, extra ``[dask]``): ``replay`` of many files on ``dask.bag``.
 
 The verdict table itself, ``DETECTORS`` and ``LEVELS`` live in ``loopcore._rules``.
 """
@@ -16,6 +18,7 @@ The verdict table itself, ``DETECTORS`` and ``LEVELS`` live in ``loopcore._rules
 from __future__ import annotations
 
 from .._rules import DETECTORS, LEVELS
+from ._lines import replay_lines
 from ._result import ScanResult, ScanTotals, ScopeSummary
 from ._scan import scan, sweep
 from ._table import CallTable, CallTableBuilder, EventError
@@ -29,6 +32,7 @@ __all__ = [
     "ScanResult",
     "ScanTotals",
     "ScopeSummary",
+    "replay_lines",
     "scan",
     "sweep",
 ]

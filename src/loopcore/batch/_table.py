@@ -28,8 +28,9 @@ from .._outcome import (
     is_known_poll,
     outcome_of,
 )
-from .._records import KIND_NONE, KIND_TERMINAL_EXEC, KIND_VALIDATION, KIND_VETO
+from .._records import KIND_TERMINAL_EXEC, KIND_VETO
 from .._scopes import ScopeKey, scope_key, session_of
+from ._columns import check_kinds, checked_column, scope_keys
 
 __all__ = [
     "EVENT_FIELDS",
@@ -38,6 +39,7 @@ __all__ = [
     "CallTable",
     "CallTableBuilder",
     "EventError",
+    "TablePart",
     "name_hash",
 ]
 
@@ -66,68 +68,6 @@ Bools = Flags
 Ints = npt.NDArray[np.int64]
 
 
-_MASK = (1 << 64) - 1
-
-
-def _from_sequence(values: object, dtype: type[np.generic]) -> Any:
-    """A Python sequence of ints or bools as an array of ``dtype``, or None to let numpy try.
-
-    numpy reads a list that mixes hashes of 2**63 and above with smaller ones
-    as floats; hashes are taken modulo 2**64 instead (so signed views work too).
-    """
-    if isinstance(values, np.ndarray) or not isinstance(values, (list, tuple)):
-        return None
-    if dtype is np.bool_:
-        if all(isinstance(v, (bool, np.bool_)) for v in values):
-            return np.array(values, np.bool_).reshape(len(values))
-        return None
-    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-        return None
-    if dtype is np.uint64:
-        return np.array([int(v) & _MASK for v in values], np.uint64).reshape(len(values))
-    return None
-
-
-def _column(name: str, values: object, dtype: type[np.generic], length: int | None) -> Any:
-    array = _from_sequence(values, dtype)
-    if array is None:
-        array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name}: expected a one-dimensional array, got {array.ndim} dimensions")
-    if length is not None and len(array) != length:
-        raise ValueError(
-            f"{name}: expected {length} values like the other columns, got {len(array)}"
-        )
-    if dtype is np.bool_:
-        if array.size and array.dtype != np.bool_:
-            raise ValueError(f"{name}: expected booleans, got dtype {array.dtype}")
-        return np.array(array, np.bool_)
-    if array.size and not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{name}: expected integers, got dtype {array.dtype}")
-    if dtype is np.uint64 and array.dtype.kind == "i" and array.size and array.min() < 0:
-        # Signed 64-bit views of hashes are common (databases); keep their bits.
-        return array.astype(np.int64).view(np.uint64)
-    if dtype is np.int64 and array.dtype == np.uint64 and array.size and array.max() >= 1 << 63:
-        raise ValueError(f"{name}: expected values below 2**63, got {array.max()}")
-    # Always a copy: the table freezes its arrays, and must not freeze or share the caller's.
-    return np.array(array, dtype)
-
-
-def _scope_keys(scopes: Sequence[object]) -> tuple[ScopeKey, ...]:
-    keys = []
-    for index, key in enumerate(scopes):
-        if not isinstance(key, tuple) or len(key) != 2:
-            raise ValueError(f"scopes[{index}]: expected a (session, run_id) pair, got {key!r}")
-        try:
-            keys.append(scope_key(*key))
-        except TypeError as exc:
-            raise ValueError(f"scopes[{index}].{exc}") from None
-    if len(set(keys)) != len(keys):
-        raise ValueError("scopes: two scope ids name the same (session, run_id) scope")
-    # Sessions as the host gave them (a SessionRef only stands in for one as a key).
-    return tuple((session_of(key), key[1]) for key in keys)
-
-
 #: Columns of ``CallTable.hashes`` and ``CallTable.flags`` (eight flags: one 64-bit word a row).
 TOOL, ARGS, RESULT, UNKNOWN, IDENTITY = range(5)
 HASH_COLUMNS = 5
@@ -135,23 +75,6 @@ HAS_RESULT, HAS_UNKNOWN, KNOWN_POLL, COMPACTION, VETO, TERMINAL, NO_PROGRESS = r
 FLAG_COLUMNS = 8
 #: What a call's outcome sets; a veto has none of it (SPEC §8.1).
 _OUTCOME_FLAGS = np.array([HAS_RESULT, HAS_UNKNOWN, TERMINAL, NO_PROGRESS], np.intp)
-
-
-def _check_kinds(kind: npt.NDArray[np.int64], has_result: Flags, has_unknown: Flags) -> None:
-    """A veto record has no result; a terminal exec failure has one (SPEC §8.0, §8.4)."""
-    if not kind.size:
-        return
-    bad = np.flatnonzero((kind < KIND_NONE) | (kind > KIND_VALIDATION))
-    if len(bad):
-        raise ValueError(f"kind: expected outcome kind codes 0 to 3, got {kind[bad[0]]}")
-    veto = kind == KIND_VETO
-    for name, column in (("has_result", has_result), ("has_unknown", has_unknown)):
-        clash = np.flatnonzero(veto & column)
-        if len(clash):
-            raise ValueError(f"kind: a veto (1) has no outcome, but {name} is set at {clash[0]}")
-    missing = np.flatnonzero((kind >= KIND_TERMINAL_EXEC) & ~has_result)
-    if len(missing):
-        raise ValueError(f"kind: kind {kind[missing[0]]} needs a result, none at {missing[0]}")
 
 
 class CallTable:
@@ -241,7 +164,7 @@ class CallTable:
         1 loop veto, 2 terminal exec failure, 3 argument validation); a veto has
         no result and no unknown tool, a terminal failure has a result.
         """
-        scope_ids = _column("scope", scope, np.int64, None)
+        scope_ids = checked_column("scope", scope, np.int64, None)
         n = len(scope_ids)
         if n and scope_ids.min() < 0:
             raise ValueError(f"scope: expected non-negative scope ids, got {scope_ids.min()}")
@@ -251,7 +174,7 @@ class CallTable:
             scope_ids = scope_ids.astype(np.int64).reshape(n)
             keys: tuple[ScopeKey, ...] = tuple((None, f"scope-{i}") for i in used.tolist())
         else:
-            keys = _scope_keys(scopes)
+            keys = scope_keys(scopes)
             count = int(scope_ids.max()) + 1 if n else 0
             if len(keys) < count:
                 raise ValueError(f"scopes: expected at least {count} scope keys, got {len(keys)}")
@@ -264,7 +187,7 @@ class CallTable:
             (IDENTITY, "identity_hash", identity_hash),
         ):
             if values is not None or column in (TOOL, ARGS):
-                hashes[:, column] = _column(name, values, np.uint64, n)
+                hashes[:, column] = checked_column(name, values, np.uint64, n)
         flags = np.zeros((n, FLAG_COLUMNS), np.bool_)
         for column, name, values in (
             (HAS_RESULT, "has_result", has_result),
@@ -274,10 +197,10 @@ class CallTable:
             (NO_PROGRESS, "no_progress", no_progress),
         ):
             if values is not None:
-                flags[:, column] = _column(name, values, np.bool_, n)
+                flags[:, column] = checked_column(name, values, np.bool_, n)
         if kind is not None:
-            kinds = _column("kind", kind, np.int64, n)
-            _check_kinds(kinds, flags[:, HAS_RESULT], flags[:, HAS_UNKNOWN])
+            kinds = checked_column("kind", kind, np.int64, n)
+            check_kinds(kinds, flags[:, HAS_RESULT], flags[:, HAS_UNKNOWN])
             flags[:, VETO] = kinds == KIND_VETO
             flags[:, TERMINAL] = kinds == KIND_TERMINAL_EXEC
         return cls(scope_ids, hashes, flags, keys, dict(names or {}))
@@ -338,6 +261,25 @@ class Block(NamedTuple):
         )
 
 
+#: Session and run id types ``add_checked`` looks up as read (hashed and compared in C).
+_CACHED = frozenset({str, int, type(None)})
+_RUNS = frozenset({str, type(None)})
+
+
+class TablePart(NamedTuple):
+    """The rows a builder collected, as picklable values: one piece of a table read elsewhere
+    (a worker process), to be appended to another builder with ``CallTableBuilder.extend``."""
+
+    #: the builder's scope keys in id order, sessions as the host gave them
+    scopes: list[tuple[Hashable, str | None]]
+    scope: bytes  # int64 scope ids, one a row
+    hashes: bytes  # uint64, HASH_COLUMNS a row
+    flags: bytes  # uint8, FLAG_COLUMNS a row
+    names: dict[int, str]
+    #: scope ids whose compaction still waits for their next call
+    pending: list[int]
+
+
 class CallTableBuilder:
     """Collects call events, fingerprinted as they arrive, into a ``CallTable``.
 
@@ -364,6 +306,9 @@ class CallTableBuilder:
         self._scope_column = array("q")
         self._hashes = array("Q")
         self._flags = array("B")
+        # (session, run_id) as read -> scope id, for the sessions and run ids of exact
+        # plain types: ``add_checked`` then skips ``scope_key`` on a scope it has seen.
+        self._seen: dict[tuple[object, object], int] = {}
 
     def __len__(self) -> int:
         return len(self._scope_column)
@@ -431,6 +376,62 @@ class CallTableBuilder:
         self._flags.extend(flags)
         return len(self._scope_column) - 1
 
+    def add_checked(
+        self,
+        tool_name: str,
+        args: Any,
+        result: Any,
+        error: Any,
+        session: Hashable,
+        run_id: str | None,
+    ) -> None:
+        """``add`` for a reader that has checked ``tool_name`` is a ``str`` (and the call id,
+        not kept here): the same row, made with fewer Python steps (a large replay's loop)."""
+        key = (session, run_id)
+        scope = self._seen.get(key) if type(session) in _CACHED and type(run_id) in _RUNS else None
+        if scope is None:
+            scope = self._scope(session, run_id)
+            if type(session) in _CACHED and type(run_id) in _RUNS:
+                self._seen[key] = scope
+        result_hash, unknown, kind, identity, no_progress = outcome_of(
+            tool_name,
+            args,
+            result=result,
+            error=error,
+            normalizers=self._normalizers,
+            send_tools=self._send_tools,
+        )
+        args_hash = hash_call(tool_name, args)
+        tool = self._tool_hashes.get(tool_name)
+        if tool is None:
+            tool = self._name(tool_name)
+        pending = self._pending
+        compaction = scope in pending
+        if compaction:
+            pending.discard(scope)
+        self._scope_column.append(scope)
+        self._hashes.extend(
+            (
+                tool,
+                args_hash,
+                result_hash or 0,
+                0 if unknown is None else self._name(unknown),
+                identity or 0,
+            )
+        )
+        self._flags.extend(
+            (
+                result_hash is not None,
+                unknown is not None,
+                is_known_poll(tool_name, args),
+                compaction,
+                kind == KIND_VETO,
+                kind == KIND_TERMINAL_EXEC,
+                bool(no_progress),
+                False,
+            )
+        )
+
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """A context compaction in this scope: the guard is armed for its next calls."""
         self._pending.add(self._scope(session, run_id))
@@ -480,6 +481,49 @@ class CallTableBuilder:
             if message.startswith("tool_name:"):
                 message = "tool:" + message[len("tool_name:") :]
             raise EventError(message) from None
+
+    def part(self) -> TablePart:
+        """Everything added so far, as a ``TablePart`` (for ``extend`` in another process)."""
+        return TablePart(
+            [(session_of(key), key[1]) for key in self._scope_ids],
+            self._scope_column.tobytes(),
+            self._hashes.tobytes(),
+            self._flags.tobytes(),
+            dict(self._names),
+            sorted(self._pending),
+        )
+
+    def extend(self, part: TablePart) -> None:
+        """Append the rows of ``part``, read after everything added so far (say, the next
+        piece of the same file): the table is the one adding its calls here would build.
+
+        Scopes are matched by key and numbered in order of first appearance; a
+        compaction still pending here arms the part's first call of that scope.
+        """
+        local = np.array(
+            [self._scope(session, run_id) for session, run_id in part.scopes], np.int64
+        )
+        scope = np.frombuffer(part.scope, np.int64)
+        flags = np.frombuffer(part.flags, np.uint8).reshape(-1, FLAG_COLUMNS)
+        if len(scope) != len(flags) or len(part.hashes) != len(scope) * HASH_COLUMNS * 8:
+            raise ValueError("part: its columns differ in length")
+        mapped = local[scope] if len(scope) else scope
+        used, first = np.unique(scope, return_index=True)
+        armed = [
+            int(row)
+            for id_, row in zip(local[used].tolist(), first.tolist(), strict=True)
+            if id_ in self._pending
+        ]
+        if armed:
+            flags = flags.copy()
+            flags[armed, COMPACTION] = 1
+        self._pending.difference_update(local[used].tolist())
+        self._pending.update(local[part.pending].tolist() if part.pending else ())
+        for hash_value, name in part.names.items():
+            self._names.setdefault(hash_value, name)
+        self._scope_column.frombytes(mapped.astype(np.int64).tobytes())
+        self._hashes.frombytes(part.hashes)
+        self._flags.frombytes(flags.tobytes())
 
     def build(self) -> CallTable:
         """The table of everything added so far (the builder can go on adding)."""

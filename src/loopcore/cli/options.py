@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ __all__ = [
     "UsageError",
     "add_parser",
     "config_block",
+    "default_jobs",
+    "jobs",
     "max_line_bytes",
     "parse_sweep",
 ]
@@ -106,6 +109,15 @@ def add_parser(commands: Any, version: str) -> None:
             f"held in memory (default {DEFAULT_MAX_LINE_BYTES}, 64 MiB)"
         ),
     )
+    replay.add_argument(
+        "--jobs",
+        metavar="N",
+        help=(
+            "read the traces in N worker processes, by file and by pieces of a large "
+            "loopcore file; the output is the same (default: the number of cores; 1 reads "
+            "in this process)"
+        ),
+    )
 
 
 def _shown(text: str) -> str:
@@ -131,6 +143,24 @@ def max_line_bytes(args: argparse.Namespace) -> int:
             f"--max-line-bytes: expected a positive integer (bytes), got {_shown(text)!r}"
         )
     return _integer(text.strip(), "--max-line-bytes: N")
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (``--jobs`` when it is not given)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def jobs(args: argparse.Namespace) -> int:
+    """``--jobs``: a positive number of worker processes (default ``default_jobs()``)."""
+    text = getattr(args, "jobs", None)
+    if text is None:
+        return default_jobs()
+    if re.fullmatch(r"\s*[0-9]+\s*", text) is None or not text.strip().strip("0"):
+        raise UsageError(f"--jobs: expected a positive integer, got {_shown(text)!r}")
+    return _integer(text.strip(), "--jobs: N")
 
 
 def _setting_value(text: str) -> object:

@@ -38,6 +38,7 @@ __all__ = [
     "dump",
     "header",
     "plural",
+    "run_json",
     "summary",
     "write_csv",
     "write_json",
@@ -300,6 +301,21 @@ def _calls_text(report: Report) -> str:
     return f"[{','.join(rows)}]"
 
 
+def run_json(r: RunReport) -> dict[str, Any]:
+    """One run as the JSON report's ``runs`` list holds it."""
+    return {
+        "file": r.file,
+        "session": _json_session(r.session),
+        "run_id": r.run_id,
+        "calls": r.calls,
+        "first_warning": _hit_json(r.first_warning),
+        "first_block": _hit_json(r.first_block),
+        "aborted": _hit_json(r.aborted),
+        "detectors": list(r.detectors),
+        "saved": r.saved,
+    }
+
+
 def write_json(
     report: Report, config: LoopDetectionConfig, runs: list[RunReport], out: TextIO
 ) -> None:
@@ -309,20 +325,7 @@ def write_json(
     head.update(totals.__dict__, would_block=totals.would_block)
     document = {
         "summary": head,
-        "runs": [
-            {
-                "file": r.file,
-                "session": _json_session(r.session),
-                "run_id": r.run_id,
-                "calls": r.calls,
-                "first_warning": _hit_json(r.first_warning),
-                "first_block": _hit_json(r.first_block),
-                "aborted": _hit_json(r.aborted),
-                "detectors": list(r.detectors),
-                "saved": r.saved,
-            }
-            for r in runs
-        ],
+        "runs": [run_json(r) for r in runs],
     }
     text = json.dumps(document, separators=(",", ":"), allow_nan=False)
     # The calls go last, spliced in as text: still one document, written at once.

@@ -22,7 +22,7 @@ from .._config import ConfigError, LoopDetectionConfig
 from ..batch import scan, sweep
 from ..formats import InputError, Traces, load
 from ..formats._text import printable
-from .options import INPUT_FORMATS, UsageError, config_block, max_line_bytes, parse_sweep
+from .options import INPUT_FORMATS, UsageError, config_block, jobs, max_line_bytes, parse_sweep
 from .render import plural, write_csv, write_json, write_table
 from .report import Report, tally
 from .sweep import sweep_rows, write_sweep
@@ -76,6 +76,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err=err,
             max_line_bytes=limit,
             input_format=args.input_format,
+            jobs=jobs(args),
         )
     except (UsageError, ConfigError, InputError) as exc:
         # One line: a value or a file name with a newline in it is escaped.

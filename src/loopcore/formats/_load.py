@@ -9,6 +9,8 @@ broken first line. ``input_format`` forces one format for every file.
 
 from __future__ import annotations
 
+import gzip
+import io
 import itertools
 import json
 import zlib
@@ -21,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..batch import CallTable, CallTableBuilder
+from . import _parallel
 from ._chat import ChatReader
 from ._detect import CHAT, detect
 from ._files import InputError, expand, file_size, open_trace, reason
@@ -43,7 +46,7 @@ from ._reader import (
 from .loopcore import EventReader
 from .pi import PiReader
 
-__all__ = ["PROGRESS_DELAY", "Traces", "load"]
+__all__ = ["PROGRESS_DELAY", "Traces", "load", "read_lines"]
 
 #: Seconds before the progress bar appears: quick inputs never show one.
 PROGRESS_DELAY = 1.0
@@ -276,6 +279,7 @@ def load(
     err: TextIO,
     max_line_bytes: int = MAX_LINE_BYTES,
     input_format: str | None = None,
+    jobs: int = 1,
 ) -> Traces:
     """Read every trace named by ``paths`` into one table (see ``loopcore.formats``).
 
@@ -283,7 +287,12 @@ def load(
     malformed: reported, counted and streamed past without being held; so is
     a JSON document longer than that. ``input_format`` (one of ``FORMATS``)
     reads every file in that format instead of detecting each one's.
+    ``jobs`` above 1 reads the files, and pieces of a large loopcore file, in that
+    many worker processes (``_parallel``), when the input is large enough to gain
+    from it: the result is the same.
     """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: expected a positive integer, got {jobs!r}")
     line_limit(max_line_bytes)
     if input_format is not None and input_format not in FORMATS:
         raise ValueError(
@@ -296,6 +305,10 @@ def load(
     sizes = [file_size(path) for path in files]
     bar = _Progress(sum(sizes), progress, err)
     offset = 0
+    if jobs > 1 and sum(sizes) >= _parallel.PARALLEL_MIN_BYTES:
+        tasks = _parallel.plan(files, sizes, jobs, input_format, max_line_bytes, strict)
+        if len(tasks) > 1:
+            return _load_parallel(tasks, jobs, builder, row_lines, summaries, bar, err)
     try:
         for path, size in zip(files, sizes, strict=True):
             summary = FileSummary(path, first_row=len(builder))
@@ -310,6 +323,90 @@ def load(
             bar.update(offset)
     finally:
         bar.close()
+    return _traces(builder, row_lines, summaries)
+
+
+def read_lines(
+    lines: Iterable[bytes | str],
+    path: str,
+    *,
+    strict: bool = False,
+    err: TextIO,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    input_format: str | None = None,
+) -> Traces:
+    """The calls of one file given as its lines (as ``load`` reads a file named ``path``).
+
+    A line is ``bytes`` or ``str`` (UTF-8 encoded), with or without its line
+    end; a gzip file's bytes, given whole as one item, are gunzipped first.
+    """
+    line_limit(max_line_bytes)
+    if input_format is not None and input_format not in FORMATS:
+        raise ValueError(
+            f"input_format: expected one of {', '.join(FORMATS)}, got {input_format!r}"
+        )
+    chunks = [
+        line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
+        for line in lines
+    ]
+    stream: io.BufferedIOBase
+    if len(chunks) == 1 and chunks[0][:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=io.BytesIO(chunks[0]), mode="rb")  # read as a stream
+    else:
+        stream = io.BytesIO(b"".join(c if c.endswith(b"\n") else c + b"\n" for c in chunks))
+    builder = CallTableBuilder()
+    row_lines: array[int] = array("q")
+    summary = FileSummary(path)
+    report = Problems(path, strict, err)
+    try:
+        source = LineSource(stream, max_line_bytes, report)
+        lines_read = iter(source)
+        _File(builder, row_lines, summary, report, input_format, max_line_bytes).read(
+            lines_read, lambda: None
+        )
+        for _ in lines_read:
+            pass
+        summary.lines = source.count
+        summary.blank = report.blank
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"{path}: cannot read: {reason(exc)}") from None
+    finally:
+        report.close()
+    summary.skipped = report.count
+    summary.calls = len(builder)
+    return _traces(builder, row_lines, [summary])
+
+
+def _load_parallel(
+    tasks: list[_parallel.Task],
+    jobs: int,
+    builder: CallTableBuilder,
+    row_lines: array[int],
+    summaries: list[FileSummary],
+    bar: _Progress,
+    err: TextIO,
+) -> Traces:
+    merge = _parallel.Merge(builder, row_lines, err)
+    offset = 0
+    try:
+        for task, piece in _parallel.pieces(tasks, jobs):
+            if task.first:
+                if summaries:
+                    merge.finish()
+                summaries.append(merge.start(task.path, task.strict))
+            merge.add(task, piece)
+            offset += task.size
+            bar.update(offset)
+        if summaries:
+            merge.finish()
+    finally:
+        bar.close()
+    return _traces(builder, row_lines, summaries)
+
+
+def _traces(
+    builder: CallTableBuilder, row_lines: array[int], summaries: list[FileSummary]
+) -> Traces:
     table = builder.build()
     starts = np.array([s.first_row for s in summaries], np.int64)
     file_index = np.searchsorted(starts, np.arange(len(table)), side="right") - 1

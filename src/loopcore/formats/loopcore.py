@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._fast import read_fast, use_fast
 from ._reader import DECODER, PROGRESS_EVERY, SKIP, Lines, Reader, Tick, parse
 
 __all__ = ["EventReader"]
@@ -23,6 +24,27 @@ class EventReader(Reader):
 
     def run(self, lines: Lines, tick: Tick) -> int:
         """Read the remaining lines; returns the number of the last one."""
+        if use_fast():
+            keep = self.row_lines.append
+            return read_fast(lines, tick, self.builder.add_checked, keep, self.line)
+        return self.run_reference(lines, tick)
+
+    def line(self, number: int, line: bytes) -> None:
+        """One line read the reference way (``json``, then ``add_event``)."""
+        try:
+            event = DECODER.decode(line.decode())
+        except (ValueError, RecursionError):
+            event = parse(line, number, self.report)  # a blank line, a BOM, or a report
+            if event is SKIP:
+                return
+        if type(event) is not dict:
+            parse(line, number, self.report)
+            return
+        self.take(number, event)
+
+    def run_reference(self, lines: Lines, tick: Tick) -> int:
+        """``run`` through ``json`` and ``add_event``, line by line: what the fast path is
+        measured and tested against."""
         # The hot loop of a large replay: names bound locally, blank and bad lines
         # handled only on the exception path.
         decode = DECODER.decode

@@ -1,0 +1,121 @@
+"""How is a loopcore event log read without ``json.loads`` building a dict per line? msgspec.
+
+``EventReader`` hands every line to ``read_fast`` when msgspec is installed (it
+comes with the ``cli`` extra) and the reference path is not forced
+(``LOOPCORE_REPLAY_REFERENCE=1``, or ``use_reference``). msgspec decodes each
+line straight into the few fields of an event (``_Event``): no dict per line,
+no field lookups, the unknown-field check done by the decoder.
+
+Only the common, well-formed event takes this path: ``type`` absent or
+``"call"``, a ``str`` tool, args present, a plain ``ts``, a ``str`` or no
+``tool_call_id``, a usable session. Any other line (malformed JSON, a byte-order
+mark, ``NaN`` or ``1e400``, which msgspec refuses and ``json`` reads, a lone
+surrogate escape, an unknown field, a compaction, a wrong type) goes to the
+reference path, decoded again by ``json`` and judged by ``add_event``: its
+reports, counts and rows are exactly the reference's. What msgspec does
+accept it decodes to the values ``json`` gives (the same ints, floats, strings,
+key order, and the last of duplicate keys), so the fingerprints, defined on the
+decoded values (SPEC §2), are the reference's byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .._outcome import UNSET
+from ._reader import PROGRESS_EVERY, Lines, Tick
+
+__all__ = ["AVAILABLE", "REFERENCE_ENV", "read_fast", "use_fast"]
+
+#: Set (to anything but "" or "0") to read every line through the reference ``json`` path.
+REFERENCE_ENV = "LOOPCORE_REPLAY_REFERENCE"
+
+try:
+    import msgspec
+except ImportError:  # the cli extra is not installed: the reference path only
+    AVAILABLE = False
+else:
+    AVAILABLE = True
+    _MISSING: Any = msgspec.UNSET
+
+    class _Event(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+        """The fields of a call event (``EVENT_FIELDS``); an unknown one fails the decode."""
+
+        type: Any = "call"
+        tool: Any = _MISSING
+        args: Any = _MISSING
+        result: Any = _MISSING
+        error: Any = _MISSING
+        tool_call_id: Any = None
+        session: Any = None
+        run_id: Any = None
+        ts: Any = None
+
+    _DECODE: Callable[[bytes], _Event] = msgspec.json.Decoder(_Event).decode
+    _ERRORS: tuple[type[BaseException], ...] = (msgspec.DecodeError, RecursionError)
+
+
+def use_fast() -> bool:
+    """Is the msgspec path to be taken? (installed, and the reference not forced)"""
+    return AVAILABLE and os.environ.get(REFERENCE_ENV, "") in ("", "0")
+
+
+def read_fast(
+    lines: Lines,
+    tick: Tick,
+    add: Callable[..., object],
+    keep: Callable[[int], object],
+    slow: Callable[[int, bytes], None],
+) -> int:
+    """Read the remaining lines; returns the number of the last one.
+
+    ``add`` is ``CallTableBuilder.add``, ``keep`` records a row's line, and
+    ``slow(number, line)`` reads one line the reference way.
+    """
+    decode = _DECODE
+    errors = _ERRORS
+    missing = _MISSING
+    unset = UNSET
+    number = 0
+    for number, line in lines:
+        try:
+            event = decode(line)
+        except errors:
+            slow(number, line)
+            continue
+        tool = event.tool
+        args = event.args
+        ts = event.ts
+        call_id = event.tool_call_id
+        session = event.session
+        if (
+            event.type != "call"
+            or type(event.type) is not str
+            or type(tool) is not str
+            or args is missing
+            or not (ts is None or type(ts) in (int, float, str))
+            or not (call_id is None or type(call_id) is str)
+            or (type(session) is float and session != session)
+        ):
+            slow(number, line)  # rare shapes: the reference judges them, and words the reports
+            continue
+        result = event.result
+        error = event.error
+        try:
+            add(
+                tool,
+                args,
+                unset if result is missing else result,
+                unset if error is missing else error,
+                session,
+                event.run_id,
+            )
+        except (TypeError, ValueError):
+            slow(number, line)  # e.g. a bad run_id: the reference words the report
+            continue
+        keep(number)
+        if not number % PROGRESS_EVERY:
+            tick()
+    return number

@@ -1,0 +1,322 @@
+"""How is a replay's input read on several cores? Pieces read by worker processes, merged in order.
+
+``load(..., jobs=N)`` cuts the input into pieces: each file, and a large plain
+loopcore JSONL file into ranges of whole lines (a loopcore line is one event,
+read alone). Worker processes read the pieces (``read_piece``); the parent
+appends each piece's rows to one builder in input order
+(``CallTableBuilder.extend``: scopes numbered by first appearance, a
+compaction pending at the end of one piece arming the next piece's call), and
+replays each piece's malformed-line reports through the file's ``Problems``
+with the piece's first line added. So the table, the line numbers, the counts
+and every report (and, with ``--strict``, the first one that stops the load)
+are those of reading the input in one process, and so is every output.
+
+Inputs that are not regular files (pipes, FIFOs, ``/dev/stdin``) are read in
+the parent, in their turn.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import stat
+import sys
+import zlib
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO, cast
+
+import numpy as np
+
+from ..batch import CallTableBuilder
+from ..batch._table import TablePart
+from ._detect import detect
+from ._files import InputError, open_trace, reason
+from ._reader import LOOPCORE, MAX_REPORTS, SKIP_CHUNK, FileSummary, LineSource, Problems
+
+__all__ = ["MIN_PIECE_BYTES", "PARALLEL_MIN_BYTES", "Piece", "Task", "plan", "read_piece"]
+
+#: Inputs smaller than this (in all) are read in-process whatever ``jobs`` says: starting
+#: workers costs more than it saves.
+PARALLEL_MIN_BYTES = 8 << 20
+#: A file is cut into pieces no smaller than this.
+MIN_PIECE_BYTES = 4 << 20
+#: How much of a file's start is looked at to tell whether it is loopcore JSONL.
+PEEK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Task:
+    """One piece of the input: a whole file, or a range of whole lines of one."""
+
+    file: int  # index into the files
+    path: str
+    forced: str | None
+    limit: int
+    strict: bool
+    start: int = 0
+    end: int | None = None  # None: to the end of the file
+    first: bool = True  # the file's first piece (where its format is detected)
+    local: bool = False  # read in the parent (not a regular file)
+    size: int = 0  # bytes, for the progress bar
+
+
+@dataclass
+class Piece:
+    """What a worker read from one ``Task``."""
+
+    part: TablePart
+    row_lines: bytes  # int64 line numbers, counted from the piece's first line
+    summary: FileSummary
+    lines: int
+    blank: int
+    count: int  # malformed lines, the unreported ones included
+    reports: list[tuple[int, str]] = field(default_factory=list)
+    error: str | None = None  # an InputError's message, raised in turn by the parent
+
+
+class _Stop(Exception):
+    """A strict read stops at its first report (the parent raises it, in turn)."""
+
+
+class _Recorded(Problems):
+    """Problems that keep the first ``MAX_REPORTS`` reports for the parent, printing nothing."""
+
+    __slots__ = ("reports",)
+
+    def __init__(self, path: str, strict: bool) -> None:
+        super().__init__(path, strict, io.StringIO())
+        self.reports: list[tuple[int, str]] = []
+
+    def __call__(self, line: int, reason: str) -> None:
+        self.count += 1
+        if len(self.reports) < MAX_REPORTS:
+            self.reports.append((line, reason))
+        if self.strict:
+            raise _Stop
+
+    def close(self) -> None:
+        pass
+
+
+class _Range:
+    """The bytes of a file from ``start`` to ``end``, for ``LineSource``'s bounded readline."""
+
+    def __init__(self, stream: io.BufferedReader, start: int, end: int | None) -> None:
+        stream.seek(start)
+        self.stream = stream
+        self.left = sys.maxsize if end is None else end - start
+
+    def readline(self, size: int | None = -1) -> bytes:
+        wanted = self.left if size is None or size < 0 else min(size, self.left)
+        if wanted <= 0:
+            return b""
+        line = self.stream.readline(wanted)
+        self.left -= len(line)
+        return line
+
+
+def read_piece(task: Task) -> Piece:
+    """Read one piece into a builder of its own (in a worker process, or in the parent)."""
+    from ._load import _File, _reader
+
+    builder = CallTableBuilder()
+    row_lines: array[int] = array("q")
+    summary = FileSummary(task.path)
+    report = _Recorded(task.path, task.strict)
+    error: str | None = None
+    source: LineSource | None = None
+    try:
+        stream, raw = open_trace(task.path)
+        try:
+            with stream, raw:
+                if task.first and task.end is None:
+                    source = LineSource(stream, task.limit, report)
+                else:
+                    piece = cast(io.BufferedIOBase, _Range(raw, task.start, task.end))
+                    source = LineSource(piece, task.limit, report)
+                lines = iter(source)
+                if task.first:
+                    _File(builder, row_lines, summary, report, task.forced, task.limit).read(
+                        lines, lambda: None
+                    )
+                    for _ in lines:  # a document left too long to read: counted to its end
+                        pass
+                else:
+                    reader = _reader(LOOPCORE, builder, row_lines, report, summary)
+                    reader.run(lines, lambda: None)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{task.path}: cannot read: {reason(exc)}") from None
+    except InputError as exc:
+        error = str(exc)
+    except _Stop:
+        pass
+    return Piece(
+        part=builder.part(),
+        row_lines=row_lines.tobytes(),
+        summary=summary,
+        lines=source.count if source is not None else 0,
+        blank=report.blank,
+        count=report.count,
+        reports=report.reports,
+        error=error,
+    )
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # reported in the parent, in its turn
+
+
+def _loopcore_lines(path: str, forced: str | None, limit: int) -> bool:
+    """May this file be cut into ranges of lines? Plain (not gzip) loopcore JSONL."""
+    if forced not in (None, LOOPCORE):
+        return False
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(PEEK_BYTES)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b":
+        return False
+    if forced == LOOPCORE:
+        return True
+    for number, line in enumerate(head.split(b"\n")[:-1], 1):
+        if not line.strip() or len(line) > limit:
+            continue  # neither decides the format (a too-long line is skipped unread)
+        try:
+            event = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(event, dict) and detect(event) == LOOPCORE
+    return False
+
+
+def _cuts(path: str, size: int, count: int) -> list[int]:
+    """Offsets just past a line end, near each ``size * k / count``."""
+    cuts: list[int] = []
+    with open(path, "rb") as stream:
+        for k in range(1, count):
+            stream.seek(max(size * k // count - 1, cuts[-1] if cuts else 0))
+            while True:
+                chunk = stream.readline(SKIP_CHUNK)
+                if not chunk or chunk[-1] == 10:
+                    break
+            at = stream.tell()
+            if at < size and (not cuts or at > cuts[-1]):
+                cuts.append(at)
+    return cuts
+
+
+def plan(
+    files: list[str], sizes: list[int], jobs: int, forced: str | None, limit: int, strict: bool
+) -> list[Task]:
+    """The pieces of the input, in input order."""
+    piece = max(MIN_PIECE_BYTES, -(-sum(sizes) // (jobs * 4)))
+    tasks: list[Task] = []
+    for index, (path, size) in enumerate(zip(files, sizes, strict=True)):
+        if not _regular(path):
+            tasks.append(Task(index, path, forced, limit, strict, local=True, size=size))
+            continue
+        count = size // piece
+        if count < 2 or not _loopcore_lines(path, forced, limit):
+            tasks.append(Task(index, path, forced, limit, strict, size=size))
+            continue
+        edges = [0, *_cuts(path, size, count), size]
+        for n, (start, end) in enumerate(itertools.pairwise(edges)):
+            last = n == len(edges) - 2
+            tasks.append(
+                Task(
+                    index,
+                    path,
+                    forced,
+                    limit,
+                    strict,
+                    start=start,
+                    end=None if last else end,
+                    first=n == 0,
+                    size=end - start,
+                )
+            )
+    return tasks
+
+
+def _context() -> Any:
+    import multiprocessing
+
+    # fork starts a worker in milliseconds with loopcore already imported; where it is
+    # not the platform's safe choice (macOS, Windows) the default context is used.
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+def pieces(tasks: list[Task], jobs: int) -> Iterator[tuple[Task, Piece]]:
+    """Every task with its piece, in order: regular files read by ``jobs`` workers, the
+    others in the parent when their turn comes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    remote = [task for task in tasks if not task.local]
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(remote) or 1), mp_context=_context()
+    ) as pool:
+        results = pool.map(read_piece, remote)
+        for task in tasks:
+            yield task, read_piece(task) if task.local else next(results)
+
+
+class Merge:
+    """Appends pieces, in input order, to the table and the files' summaries."""
+
+    def __init__(self, builder: CallTableBuilder, row_lines: array[int], err: TextIO) -> None:
+        self.builder = builder
+        self.row_lines = row_lines
+        self.err = err
+        self.summary: FileSummary | None = None
+        self.report: Problems | None = None
+        self.offset = 0  # lines of the file's earlier pieces
+
+    def start(self, path: str, strict: bool) -> FileSummary:
+        self.summary = FileSummary(path, first_row=len(self.builder))
+        self.report = Problems(path, strict, self.err)
+        self.offset = 0
+        return self.summary
+
+    def add(self, task: Task, piece: Piece) -> None:
+        summary, report = self.summary, self.report
+        assert summary is not None
+        assert report is not None
+        offset = self.offset
+        try:
+            for line, text in piece.reports:
+                report(line + offset, text)
+            report.count += piece.count - len(piece.reports)
+            if piece.error is not None:
+                raise InputError(piece.error)
+        except InputError:
+            report.close()
+            raise
+        self.builder.extend(piece.part)
+        rows = np.frombuffer(piece.row_lines, np.int64)
+        self.row_lines.frombytes((rows + offset).astype(np.int64).tobytes())
+        if task.first:
+            summary.format = piece.summary.format
+        summary.unanswered += piece.summary.unanswered
+        summary.orphan_results += piece.summary.orphan_results
+        report.blank += piece.blank
+        self.offset += piece.lines
+
+    def finish(self) -> None:
+        summary, report = self.summary, self.report
+        assert summary is not None
+        assert report is not None
+        report.close()
+        summary.lines = self.offset
+        summary.blank = report.blank
+        summary.skipped = report.count
+        summary.calls = len(self.builder) - summary.first_row
