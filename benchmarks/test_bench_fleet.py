@@ -4,7 +4,8 @@ Two comparisons on one machine, Redis on loopback (``LOOPCORE_REDIS_URL``, else
 a redis-server started here):
 
 - the gateway cycle (``before_call`` + ``after_call`` of the typical call) on
-  the in-process store and on a ``RedisStore``, in the same run;
+  the in-process store and on a ``RedisStore``, beside one Redis round trip
+  (a PING), in the same run;
 - calls per second of 1 and of 4 worker processes, each its own guard on one
   Redis, serving runs of their own (two script calls a cycle each).
 
@@ -44,6 +45,14 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     with RedisServer(tmp_path_factory.mktemp("bench-redis")) as server:
         yield server.url
+
+
+@pytest.mark.benchmark(group="fleet: gateway cycle")
+def test_one_redis_round_trip(benchmark: BenchmarkFixture, redis_url: str) -> None:
+    """A PING on the same client settings: the yardstick for a cycle's two script calls."""
+    client = redis.Redis.from_url(redis_url)
+    benchmark.extra_info["per"] = "PING"
+    benchmark.pedantic(client.ping, rounds=20, iterations=50, warmup_rounds=1)
 
 
 @pytest.mark.benchmark(group="fleet: gateway cycle")

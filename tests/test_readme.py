@@ -9,7 +9,8 @@ traceback points at the document. A block right after an HTML comment
 it must still compile. A block right after ``<!-- needs MODULE [EXTRA] -->``
 runs only where MODULE imports (an extra's package): elsewhere it is skipped
 with the install command, except under ``LOOPCORE_EXPECT_INTEGRATIONS=1``,
-where a missing package fails it.
+where a missing package fails it. A block that needs ``redis`` also gets the
+suite's Redis server in ``LOOPCORE_REDIS_URL``.
 
 Shell blocks (``sh``, ``bash``, ``console``, ``shell``) are not run; the
 ``loopcore`` commands and options they show must exist, and every extra that a
@@ -22,6 +23,7 @@ wheel checks copy the suite to (they copy README.md, docs/ and mkdocs.yml too).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -104,14 +106,19 @@ def test_the_documents_are_here() -> None:
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[block.name for block in PYTHON])
-def test_python_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+def test_python_block_runs_as_written(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     # Padding keeps the document's line numbers in tracebacks.
     source = "\n" * (block.line - 1) + block.code
     if block.no_run:
         compile(source, block.name, "exec")  # not run, but it must still be Python
         return
+    env = dict(os.environ)
     if block.needs:
         require(*block.needs)
+        if block.needs[0] == "redis":  # a block that talks to Redis gets the suite's server
+            env["LOOPCORE_REDIS_URL"] = request.getfixturevalue("redis_url")
     script = tmp_path / f"{block.path.stem}_{block.line}.py"
     script.write_text(source, encoding="utf-8")
     done = subprocess.run(
@@ -121,6 +128,7 @@ def test_python_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         text=True,
         timeout=TIMEOUT,
         check=False,
+        env=env,
     )
     assert done.returncode == 0, f"{block.name} failed:\n{done.stderr[-4000:]}"
 
