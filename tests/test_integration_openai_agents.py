@@ -413,7 +413,7 @@ def test_agent_returns_a_guarded_clone() -> None:
 def test_guard_arguments_are_checked() -> None:
     guard = ToolLoopGuard(SMALL)
     assert LoopGuard(guard).guard is guard
-    with pytest.raises(ValueError, match="config, mode"):
+    with pytest.raises(TypeError, match="guard: pass either"):
         LoopGuard(guard, mode="observe")
     with pytest.raises(TypeError, match="guard: expected a ToolLoopGuard, got dict"):
         LoopGuard(SMALL)  # type: ignore[arg-type]

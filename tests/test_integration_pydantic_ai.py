@@ -436,13 +436,13 @@ def test_observe_mode_never_aborts_after_a_compaction() -> None:
 
 def test_construction_errors_name_the_argument() -> None:
     tools = FunctionToolset([Counter().read])
-    with pytest.raises(TypeError, match=r"^config, mode:"):
+    with pytest.raises(TypeError, match=r"^guard: pass either"):
         LoopGuardToolset(tools, ToolLoopGuard(), config=SMALL)
     with pytest.raises(TypeError, match=r"^guard: expected a ToolLoopGuard, got dict"):
         LoopGuardToolset(tools, {"enabled": True})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^wrapped: expected a PydanticAI toolset, got list"):
         LoopGuardToolset([Counter().read])  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^config, mode:"):
+    with pytest.raises(TypeError, match=r"^guard: pass either"):
         LoopGuardCapability(ToolLoopGuard(), mode="observe")
 
 

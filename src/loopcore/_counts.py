@@ -31,6 +31,8 @@ __all__ = [
     "churn_tail",
     "no_progress_streak",
     "pingpong",
+    "quiet",
+    "scan_records",
     "scan_window",
     "terminal_streak",
     "unknown_streak",
@@ -214,4 +216,20 @@ def scan_window(ring: Sequence[Sequence[Any]], tool_name: str, args_hash: int) -
         pingpong_no_progress=no_progress,
         churn=churn,
         churn_variants=variants,
+    )
+
+
+def scan_records(records: Sequence[Sequence[Any]], tool_name: str, args_hash: int) -> ScanStats:
+    """``scan_window``, or all zeros for a scope with no records."""
+    return scan_window(records, tool_name, args_hash) if records else ScanStats()
+
+
+def quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
+    """Does no count reach its alarm threshold? (then no verdict row can hold)"""
+    return (
+        stats.recent < alarm
+        and stats.streak < alarm
+        and stats.pingpong < alarm
+        and stats.churn < alarm
+        and stats.unknown_streak < unknown_alarm
     )

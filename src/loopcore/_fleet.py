@@ -21,12 +21,12 @@ last two as versioned documents, ``_fleet_state``). Kept per worker: its
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Collection, Generator, Hashable, Sequence
+from collections.abc import Collection, Generator, Hashable
 from typing import Any
 
 from . import _outcome
 from ._compaction import arm_with_baseline, observed
+from ._counts import quiet, scan_records
 from ._decisions import (
     ALLOWED,
     Decision,
@@ -39,12 +39,12 @@ from ._fleet_codec import record_of
 from ._fleet_state import dump_guard, dump_runloop, load_guard, load_runloop
 from ._guard import close_quietly, log_window_closed, observe_quietly
 from ._hook import ToolLoopGuard
-from ._logs import escape, extra, logger, scope_suffix, storm_level
+from ._logs import extra, logger, scope_suffix, storm_level
 from ._outcome import check_call_id, hash_call, outcome_of
 from ._percall_py import UNSCOPED
-from ._records import KIND_VETO, ScanStats, Verdict
+from ._records import KIND_VETO, Verdict
 from ._rules import LOOP_STORE_UNAVAILABLE
-from ._runloop import RunStop, digest_turn
+from ._runloop import RunStop
 from ._scopes import ScopeKey, scope_key, session_of
 from ._stuck import _annotate
 
@@ -59,16 +59,6 @@ Flow = Generator[Step, Any, Any]
 
 def _failed(answer: object) -> bool:
     return isinstance(answer, StoreUnavailable)
-
-
-def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
-    return (
-        stats.recent < alarm
-        and stats.streak < alarm
-        and stats.pingpong < alarm
-        and stats.churn < alarm
-        and stats.unknown_streak < unknown_alarm
-    )
 
 
 def drive(store: Any, flow: Flow) -> Any:
@@ -152,10 +142,10 @@ class FleetFlows:
             return self._unguarded(answer, tool_name, args_hash, key, call_id)
         records, churning = answer
         try:
-            stats = _scan(records, tool_name, args_hash)
+            stats = scan_records(records, tool_name, args_hash)
             verdict = (
                 None
-                if _quiet(stats, self._alarm, self._unknown_alarm)
+                if quiet(stats, self._alarm, self._unknown_alarm)
                 else self._verdict(stats, tool_name, args, args_hash)
             )
         except Exception as exc:  # SPEC §8.2: a check that fails blocks
@@ -365,12 +355,6 @@ def _text(value: Any) -> str | None:
     return value.decode("utf-8", "surrogatepass") if value else None
 
 
-def _scan(records: list[list[Any]], tool_name: str, args_hash: int) -> ScanStats:
-    from ._counts import scan_window
-
-    return scan_window(records, tool_name, args_hash) if records else ScanStats()
-
-
 def _note(count: int) -> str:
     from ._decisions import model_note
 
@@ -455,38 +439,6 @@ class FleetGuard(FleetFlows, ToolLoopGuard):
         removed: int = drive(self._store, self._release_flow(tool_call_ids, key))
         return removed
 
-    def before_turn(
-        self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
-    ) -> RunStop | None:
-        if not any(limit is not None for limit in self._run_guards):
-            return None
-        key = self._key(session, run_id)
-        stop: RunStop | None = drive(self._store, self._turn_flow(key, None))
-        return stop
-
-    def end_turn(
-        self,
-        calls: Sequence[Any],
-        *,
-        session: Hashable = UNSCOPED,
-        run_id: str | None = UNSCOPED,
-    ) -> RunStop | None:
-        if not any(limit is not None for limit in self._run_guards):
-            return None
-        key = self._key(session, run_id)
-        digest = digest_turn(calls, signatures=self._run_guards[2] is not None)
+    def _turned(self, key: ScopeKey, digest: Any) -> RunStop | None:
         stop: RunStop | None = drive(self._store, self._turn_flow(key, digest))
         return stop
-
-
-def log_quietly(guard: Any, failure: Exception, key: ScopeKey) -> None:
-    """A failed store step outside the per-call path: counted and logged, never raised."""
-    if _failed(failure):
-        guard._store_failed(failure, key, None)
-        return
-    logger.log(
-        logging.ERROR,
-        "loop-detection store step failed: %s%s",
-        escape(type(failure).__name__),
-        scope_suffix(session_of(key), key[1]),
-    )

@@ -19,7 +19,7 @@ from ._fleet import FleetGuard, Flow
 from ._outcome import UNSET, Normalizer
 from ._percall_py import UNSCOPED
 from ._records import CallRecord
-from ._runloop import RunStop, digest_turn
+from ._runloop import RunStop
 from ._scopes import scope_key
 from ._stats import GuardStats
 
@@ -188,23 +188,19 @@ class AsyncToolLoopGuard:
         self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
     ) -> RunStop | None:
         """``ToolLoopGuard.before_turn``, on the run-loop counters the fleet shares."""
-        core = self._core
-        if not any(limit is not None for limit in core._run_guards):
-            return None
-        stop: RunStop | None = await _drive(
-            self._store, core._turn_flow(core._key(session, run_id), None)
-        )
-        return stop
+        return await self._turn(session, run_id, None)
 
     async def end_turn(
         self, calls: Sequence[Any], *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
     ) -> RunStop | None:
         """``ToolLoopGuard.end_turn``, on the run-loop counters the fleet shares."""
+        return await self._turn(session, run_id, calls)
+
+    async def _turn(self, session: Hashable, run_id: Any, calls: Any) -> RunStop | None:
         core = self._core
-        if not any(limit is not None for limit in core._run_guards):
+        if not core._cutoffs:
             return None
-        digest = digest_turn(calls, signatures=core._run_guards[2] is not None)
-        stop: RunStop | None = await _drive(
-            self._store, core._turn_flow(core._key(session, run_id), digest)
-        )
+        digest = None if calls is None else core._digest(calls)
+        flow = core._turn_flow(core._key(session, run_id), digest)
+        stop: RunStop | None = await _drive(self._store, flow)
         return stop

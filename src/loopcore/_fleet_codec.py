@@ -23,7 +23,7 @@ from typing import Any
 
 import xxhash
 
-from ._records import OUTCOME_KINDS, CallRecord
+from ._records import OUTCOME_KINDS, CallRecord, call_record
 from ._scopes import ScopeKey, session_of
 
 __all__ = [
@@ -165,20 +165,7 @@ def _str(value: bytes | None) -> str | None:
 
 def record_of(key: ScopeKey, record: Sequence[Any], call_id: str | None) -> CallRecord:
     """A decoded record (``decode_window``) as ``history()`` gives it, with its real id."""
-    tool, args_hash, _, ts, result, unknown, kind, identity, stale = record
-    return CallRecord(
-        tool,
-        args_hash,
-        call_id,
-        session_of(key),
-        key[1],
-        ts,
-        result,
-        unknown,
-        OUTCOME_KINDS[kind],
-        identity,
-        stale,
-    )
+    return call_record(key, [*record[:2], call_id, *record[3:]])
 
 
 def attached_record(key: ScopeKey, fields: Sequence[Any]) -> CallRecord:

@@ -41,7 +41,7 @@ from ._rules import (
     alarm_thresholds,
     churn_on,
 )
-from ._runloop import RunStop, digest_turn
+from ._runloop import RunStop, TurnDigest, digest_turn
 from ._scopes import ScopeKey, ScopeLock, ScopeTable, scope_key, session_of
 from ._state import ScopeState
 from ._stats import Counters, GuardStats
@@ -134,6 +134,7 @@ class ToolLoopGuard(StuckPolicy, CompactionPolicy, GuardCalls):
         self._warning_threshold = config.warning_threshold
         self._churn = churn_on(config)
         self._run_guards = config.run_loop_guards()
+        self._cutoffs = any(limit is not None for limit in self._run_guards)
         self._states: ScopeTable[ScopeState] = ScopeTable(max_scopes)
         # Scopes with an armed guard, a churn going on or a note pending: the
         # per-call twin skips all of that work while these are empty.
@@ -318,13 +319,9 @@ class ToolLoopGuard(StuckPolicy, CompactionPolicy, GuardCalls):
         self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
     ) -> RunStop | None:
         """Before each model request: a ``RunStop`` when ``turnLimit`` is reached."""
-        if not any(limit is not None for limit in self._run_guards):
+        if not self._cutoffs:
             return None
-        key = self._key(session, run_id)
-        with self._lock:
-            state = self._state(key)
-            stop = None if state.stopped else state.run_loop(self._run_guards).before_turn()
-        return self._run_stop(stop, key)
+        return self._turned(self._key(session, run_id), None)
 
     def end_turn(
         self,
@@ -334,14 +331,23 @@ class ToolLoopGuard(StuckPolicy, CompactionPolicy, GuardCalls):
         run_id: str | None = UNSCOPED,
     ) -> RunStop | None:
         """After each assistant turn and its results: a ``RunStop`` when a cutoff is reached."""
-        if not any(limit is not None for limit in self._run_guards):
+        if not self._cutoffs:
             return None
-        key = self._key(session, run_id)
         # Hashing args may run host code: before the lock.
-        digest = digest_turn(calls, signatures=self._run_guards[2] is not None)
+        return self._turned(self._key(session, run_id), self._digest(calls))
+
+    def _digest(self, calls: Sequence[Any]) -> TurnDigest:
+        return digest_turn(calls, signatures=self._run_guards[2] is not None)
+
+    def _turned(self, key: ScopeKey, digest: TurnDigest | None) -> RunStop | None:
+        """``before_turn`` (no digest) or ``end_turn`` on the scope's counters."""
         with self._lock:
             state = self._state(key)
-            stop = None if state.stopped else state.run_loop(self._run_guards).count_turn(digest)
+            runs = state.run_loop(self._run_guards)
+            if state.stopped:
+                stop = None
+            else:
+                stop = runs.before_turn() if digest is None else runs.count_turn(digest)
         return self._run_stop(stop, key)
 
     def _run_stop(self, stop: RunStop | None, key: ScopeKey) -> RunStop | None:

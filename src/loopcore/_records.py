@@ -6,9 +6,11 @@ the module that holds the verdict table.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
+
+from ._scopes import session_of
 
 __all__ = [
     "KIND_NONE",
@@ -22,6 +24,7 @@ __all__ = [
     "OutcomeKind",
     "ScanStats",
     "Verdict",
+    "call_record",
 ]
 
 Level = Literal["warning", "critical"]
@@ -108,3 +111,21 @@ class ScanStats(NamedTuple):
     #: stable variant of a churn, else 0; and the number of stable variants
     churn: int = 0
     churn_variants: int = 0
+
+
+def call_record(key: tuple[Hashable, str | None], record: Sequence[Any]) -> CallRecord:
+    """A stored record (the Python ring's list layout, ``_counts``) as ``history()`` gives it."""
+    tool, args_hash, call_id, ts, result, unknown, kind, identity, stale = record
+    return CallRecord(
+        tool,
+        args_hash,
+        call_id,
+        session_of(key),
+        key[1],
+        ts,
+        result,
+        unknown,
+        OUTCOME_KINDS[kind],
+        identity,
+        stale,
+    )

@@ -24,10 +24,10 @@ from ._counts import RESULT as _RESULT
 from ._counts import STALE as _STALE
 from ._counts import TOOL as _TOOL
 from ._counts import UNKNOWN as _UNKNOWN
-from ._counts import churn_count, scan_window
+from ._counts import churn_count, quiet, scan_window
 from ._names import exact_str
-from ._records import KIND_VETO, OUTCOME_KINDS, CallRecord, ScanStats
-from ._scopes import ScopeKey, ScopeLock, ScopeTable, session_of
+from ._records import KIND_VETO, CallRecord, ScanStats, call_record
+from ._scopes import ScopeKey, ScopeLock, ScopeTable
 
 __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
@@ -42,33 +42,6 @@ def _record(tool: str, args_hash: int, call_id: str | None, now: float) -> list[
 
 def _complete(record: Sequence[Any]) -> bool:
     return record[_RESULT] is not None or record[_KIND] != 0
-
-
-def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
-    return (
-        stats.recent < alarm
-        and stats.streak < alarm
-        and stats.pingpong < alarm
-        and stats.churn < alarm
-        and stats.unknown_streak < unknown_alarm
-    )
-
-
-def _as_record(key: ScopeKey, record: list[Any]) -> CallRecord:
-    tool, args_hash, call_id, ts, result, unknown, kind, identity, stale = record
-    return CallRecord(
-        tool,
-        args_hash,
-        call_id,
-        session_of(key),
-        key[1],
-        ts,
-        result,
-        unknown,
-        OUTCOME_KINDS[kind],
-        identity,
-        stale,
-    )
 
 
 def _pending_match(
@@ -123,7 +96,7 @@ class RingStore:
         """The counts for a call about to run, or None when none reaches its alarm."""
         with self._lock:
             stats = self._scan(key, tool_name, args_hash)
-        return None if _quiet(stats, alarm, unknown_alarm) else stats
+        return None if quiet(stats, alarm, unknown_alarm) else stats
 
     def scan_append(
         self,
@@ -140,7 +113,7 @@ class RingStore:
         tool_name, tool_call_id = exact_str(tool_name), exact_str(tool_call_id)
         with self._lock:
             stats = self._scan(key, tool_name, args_hash)
-            if _quiet(stats, alarm, unknown_alarm):
+            if quiet(stats, alarm, unknown_alarm):
                 self._append(key, _record(tool_name, args_hash, tool_call_id, time.time()))
                 return None
         return stats
@@ -198,7 +171,7 @@ class RingStore:
                 record[_IDENTITY] = identity
                 record[_STALE] = bool(no_progress)
                 found = record
-            return _as_record(key, found)
+            return call_record(key, found)
 
     @staticmethod
     def _recorded(
@@ -263,7 +236,7 @@ class RingStore:
         """The scope's records, oldest first."""
         with self._lock:
             ring = self._rings.get(key)
-            return [_as_record(key, record) for record in ring or ()]
+            return [call_record(key, record) for record in ring or ()]
 
     def drop(self, key: ScopeKey) -> bool:
         with self._lock:

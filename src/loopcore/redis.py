@@ -28,7 +28,7 @@ from redis.retry import Retry
 
 from . import _fleet_lua as lua
 from ._config import ConfigError
-from ._counts import churn_count, scan_window
+from ._counts import churn_count, quiet, scan_records
 from ._decisions import StoreUnavailable
 from ._fleet_codec import (
     attached_record,
@@ -82,21 +82,6 @@ _SCRIPTS = {
 }
 
 
-def _quiet(stats: ScanStats, alarm: int, unknown_alarm: int) -> bool:
-    return (
-        stats.recent < alarm
-        and stats.streak < alarm
-        and stats.pingpong < alarm
-        and stats.churn < alarm
-        and stats.unknown_streak < unknown_alarm
-    )
-
-
-def scan_records(records: list[list[Any]], tool_name: str, args_hash: int) -> ScanStats:
-    """The counts for a call about to run over a decoded window (empty: all zero)."""
-    return scan_window(records, tool_name, args_hash) if records else ScanStats()
-
-
 def _check_options(
     prefix: object, ttl_seconds: object, timeout_seconds: object, on_store_error: object
 ) -> None:
@@ -146,29 +131,49 @@ def _bounded(
 
 
 class _Steps:
-    """What both stores share: options, keys, and each step's script arguments and reply."""
+    """What both stores share: options, keys, and each step's script arguments and reply.
+
+    A store class names its client's library: the pools it bounds, the client
+    and retry types it makes, and the other library's client it refuses.
+    """
 
     shared = True
+    _pools: tuple[type, ...]
+    _client_type: Callable[..., Any]
+    _retry_type: Callable[..., Any]
+    _refused: tuple[type, str]
 
     def __init__(
         self,
         client: Any,
-        prefix: str,
-        ttl_seconds: float,
-        timeout_seconds: float,
-        on_store_error: str,
-        history_size: int = 30,
+        *,
+        prefix: str = "loopcore:",
+        ttl_seconds: float = 86400,
+        timeout_seconds: float = 0.05,
+        on_store_error: str = "allow",
     ) -> None:
+        other, owner = self._refused
+        if isinstance(client, other):
+            raise TypeError(f"client: a {other.__module__}.{other.__name__} belongs to {owner}")
         _check_options(prefix, ttl_seconds, timeout_seconds, on_store_error)
         self.client = client
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
         self.timeout_seconds = float(timeout_seconds)
         self.on_store_error = on_store_error
-        self.history_size = history_size
+        self.history_size = 30
         self._ttl = str(max(1, int(ttl_seconds * 1000)))
         #: scopes evicted to make room: never, in Redis (keys expire instead)
         self.evicted = 0
+        self._client = _bounded(
+            client, self.timeout_seconds, self._pools, self._client_type, self._retry_type
+        )
+        self._scripts = {
+            name: self._client.register_script(text) for name, text in _SCRIPTS.items()
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(prefix={self.prefix!r}, history_size={self.history_size})"
 
     def __len__(self) -> int:
         return 0  # the fleet's scopes are not counted per worker (no KEYS/SCAN)
@@ -339,26 +344,10 @@ class _Steps:
 class RedisStore(_Steps):
     """Scope histories in Redis through a ``redis.Redis`` client (SPEC §10)."""
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        prefix: str = "loopcore:",
-        ttl_seconds: float = 86400,
-        timeout_seconds: float = 0.05,
-        on_store_error: str = "allow",
-    ) -> None:
-        if isinstance(client, _aredis.Redis):
-            raise TypeError("client: a redis.asyncio client belongs to AsyncRedisStore")
-        super().__init__(client, prefix, ttl_seconds, timeout_seconds, on_store_error)
-        pools = (_redis.ConnectionPool, _redis.BlockingConnectionPool)
-        self._client = _bounded(client, self.timeout_seconds, pools, _redis.Redis, Retry)
-        self._scripts = {
-            name: self._client.register_script(text) for name, text in _SCRIPTS.items()
-        }
-
-    def __repr__(self) -> str:
-        return f"RedisStore(prefix={self.prefix!r}, history_size={self.history_size})"
+    _pools = (_redis.ConnectionPool, _redis.BlockingConnectionPool)
+    _client_type = _redis.Redis
+    _retry_type = Retry
+    _refused = (_aredis.Redis, "AsyncRedisStore")
 
     def for_history(self, history_size: int) -> RedisStore:
         """This store for a guard keeping ``history_size`` records a scope."""
@@ -380,7 +369,7 @@ class RedisStore(_Steps):
     ) -> ScanStats | None:
         records = self.run("read", key)[0]
         stats = scan_records(records, tool_name, args_hash)
-        return None if _quiet(stats, alarm, unknown_alarm) else stats
+        return None if quiet(stats, alarm, unknown_alarm) else stats
 
     def append(
         self, key: ScopeKey, tool_name: str, args_hash: int, tool_call_id: str | None, kind: int = 0
@@ -443,27 +432,10 @@ class AsyncRedisStore(_Steps):
     """Scope histories in Redis through a ``redis.asyncio`` client, for ``AsyncToolLoopGuard``."""
 
     asynchronous = True
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        prefix: str = "loopcore:",
-        ttl_seconds: float = 86400,
-        timeout_seconds: float = 0.05,
-        on_store_error: str = "allow",
-    ) -> None:
-        if isinstance(client, _redis.Redis):
-            raise TypeError("client: a redis.Redis client belongs to RedisStore")
-        super().__init__(client, prefix, ttl_seconds, timeout_seconds, on_store_error)
-        pools = (_aredis.ConnectionPool, _aredis.BlockingConnectionPool)
-        self._client = _bounded(client, self.timeout_seconds, pools, _aredis.Redis, AsyncRetry)
-        self._scripts = {
-            name: self._client.register_script(text) for name, text in _SCRIPTS.items()
-        }
-
-    def __repr__(self) -> str:
-        return f"AsyncRedisStore(prefix={self.prefix!r}, history_size={self.history_size})"
+    _pools = (_aredis.ConnectionPool, _aredis.BlockingConnectionPool)
+    _client_type = _aredis.Redis
+    _retry_type = AsyncRetry
+    _refused = (_redis.Redis, "RedisStore")
 
     def for_history(self, history_size: int) -> AsyncRedisStore:
         """This store for a guard keeping ``history_size`` records a scope."""

@@ -48,6 +48,7 @@ from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from .. import TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE, Decision, LoopDetectionConfig, ToolLoopGuard
+from . import guard_of
 
 __all__ = [
     "RUN_ID_KEY",
@@ -217,11 +218,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         end_runs: bool = True,
     ) -> None:
         super().__init__()
-        if guard is not None and not isinstance(guard, ToolLoopGuard):
-            raise TypeError(f"guard: expected a ToolLoopGuard or None, got {type(guard).__name__}")
-        if guard is not None and (config is not None or mode is not None):
-            raise TypeError("guard: pass either a guard or config/mode, not both")
-        self._guard = guard if guard is not None else ToolLoopGuard(config, mode=mode)
+        self._guard = guard_of(guard, config, mode)
         self._arm_on_summarization = bool(arm_on_summarization)
         self._end_runs = bool(end_runs)
         self._lock = threading.Lock()

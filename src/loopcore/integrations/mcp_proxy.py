@@ -47,6 +47,7 @@ from mcp.shared.inbound import (
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
 
 from .. import LoopDetectionConfig, ToolLoopGuard
+from . import guard_of
 from ._mcp_relay import Relayed, ToolCallFilter
 
 __all__ = ["MCPProxy"]
@@ -75,10 +76,7 @@ class MCPProxy:
         mode: str | None = None,
         session: Hashable = None,
     ) -> None:
-        if guard is None:
-            guard = ToolLoopGuard({"enabled": True} if config is None else config, mode=mode)
-        elif config is not None or mode is not None:
-            raise TypeError("config, mode: pass them only when no guard is given")
+        guard = guard_of(guard, config, mode, default={"enabled": True})
         self.guard = guard
         self.session: Hashable = f"mcp-{uuid.uuid4().hex[:12]}" if session is None else session
         self._filter = ToolCallFilter(guard, self.session)

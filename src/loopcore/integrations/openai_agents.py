@@ -53,6 +53,7 @@ from .._guard import CompactionLoopPersisted
 from .._hook import ToolLoopGuard
 from .._outcome import UNSET
 from .._stats import GuardStats
+from . import guard_of
 
 __all__ = ["GUARDRAIL_NAME", "GuardedTools", "LoopGuard", "guard_tools", "loop_stop"]
 
@@ -195,13 +196,7 @@ class LoopGuard:
         session_key: SessionKey | None = None,
         run_key: RunKey | None = None,
     ) -> None:
-        if guard is not None:
-            if not isinstance(guard, ToolLoopGuard):
-                raise TypeError(f"guard: expected a ToolLoopGuard, got {type(guard).__name__}")
-            if config is not None or mode is not None:
-                raise ValueError("config, mode: pass them to the ToolLoopGuard, not with guard=")
-        else:
-            guard = ToolLoopGuard(config, mode=mode)
+        guard = guard_of(guard, config, mode)
         if session_key is not None and not callable(session_key):
             raise TypeError(
                 f"session_key: expected a callable or None, got {type(session_key).__name__}"

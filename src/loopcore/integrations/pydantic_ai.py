@@ -45,6 +45,7 @@ from .._config import LoopDetectionConfig
 from .._decisions import Decision, ToolLoopRunTerminated
 from .._hook import ToolLoopGuard
 from .._wrap import _noted
+from . import guard_of
 
 __all__ = ["LoopGuardCapability", "LoopGuardToolset", "SessionOf"]
 
@@ -59,20 +60,6 @@ _MAX_TRACKED_RUNS = 64
 
 def _conversation(ctx: RunContext[Any]) -> Hashable:
     return ctx.conversation_id
-
-
-def _build_guard(
-    guard: ToolLoopGuard | None,
-    config: LoopDetectionConfig | Mapping[str, Any] | None,
-    mode: Mode | None,
-) -> ToolLoopGuard:
-    if guard is None:
-        return ToolLoopGuard(config, mode=mode)
-    if not isinstance(guard, ToolLoopGuard):
-        raise TypeError(f"guard: expected a ToolLoopGuard, got {type(guard).__name__}")
-    if config is not None or mode is not None:
-        raise TypeError("config, mode: give them to the guard, not next to one")
-    return guard
 
 
 def _newest_compaction(messages: Sequence[ModelMessage]) -> CompactionPart | None:
@@ -133,7 +120,7 @@ class LoopGuardToolset(WrapperToolset[Any]):
         if not isinstance(wrapped, AbstractToolset):
             raise TypeError(f"wrapped: expected a PydanticAI toolset, got {type(wrapped).__name__}")
         self.wrapped = wrapped
-        self.guard = _build_guard(guard, config, mode)
+        self.guard = guard_of(guard, config, mode)
         self.session = session
         self._marks = _RunMarks()
 
@@ -283,7 +270,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
     ) -> None:
         # id, description and defer_loading are the base class's fields, which
         # PydanticAI passes back when it copies a capability.
-        self.guard = _build_guard(guard, config, mode)
+        self.guard = guard_of(guard, config, mode)
         self.session = session
         self.id = id
         self.description = description
