@@ -330,8 +330,9 @@ return {1, changed, (s - head + fill) % H, window()}
 """
 )
 
-# ARGV[4..]: the call ids. Removes the pending records of these ids (the ring is
-# rewritten in order) and their notes; how many records went.
+# ARGV[4..]: the call ids. Removes the pending records of these ids and their notes;
+# how many records went. The records after the first removed one move down in
+# place (SETRANGE slot by slot): the ring is never rewritten whole.
 RELEASE = (
     _PRELUDE
     + r"""
@@ -340,33 +341,35 @@ local ids = {}
 for i = 4, #ARGV do ids[ARGV[i]] = true end
 local widths = {8, 8, 8, 8, 4, 4, 1, 8}
 local starts = {0, 8 * H, 16 * H, 24 * H, 32 * H, 36 * H, 40 * H, 41 * H}
-local cols = {{}, {}, {}, {}, {}, {}, {}, {}}
-local kept_ids, removed = {}, 0
+local kept, first = {}, nil
 for i = 0, fill - 1 do
   local s = slot_of(i)
   local cid = bit.band(flag_at(s), HAS_CALL_ID) ~= 0 and redis.call('HGET', meta_key, 'i' .. s)
   if not complete(flag_at(s)) and cid and ids[cid] then
-    removed = removed + 1
+    first = first or i
   else
-    for c = 1, 8 do
-      local w = widths[c]
-      cols[c][#cols[c] + 1] = sub(starts[c] + w * s, w)
-    end
-    kept_ids[#kept_ids + 1] = cid or false
+    kept[#kept + 1] = {s, cid}
   end
 end
-if removed == 0 then return 0 end
-local n = #kept_ids
-local parts = {}
-for c = 1, 8 do
-  parts[#parts + 1] = table.concat(cols[c]) .. string.rep('\0', widths[c] * (H - n))
+if not first then return 0 end
+local removed = fill - #kept
+for i = first, #kept - 1 do
+  local from, to = kept[i + 1][1], slot_of(i)
+  for c = 1, 8 do
+    local w = widths[c]
+    redis.call('SETRANGE', ring_key, starts[c] + w * to, sub(starts[c] + w * from, w))
+  end
+  if kept[i + 1][2] then redis.call('HSET', meta_key, 'i' .. to, kept[i + 1][2])
+  else redis.call('HDEL', meta_key, 'i' .. to) end
 end
-redis.call('SET', ring_key, table.concat(parts))
-for i = 0, H - 1 do redis.call('HDEL', meta_key, 'i' .. i) end
-for i = 1, n do
-  if kept_ids[i] then redis.call('HSET', meta_key, 'i' .. (i - 1), kept_ids[i]) end
+for i = #kept, fill - 1 do
+  local s = slot_of(i)
+  redis.call('SETRANGE', ring_key, 40 * H + s, '\0')
+  redis.call('HDEL', meta_key, 'i' .. s)
 end
-redis.call('HSET', meta_key, 'head', n % H, 'fill', n)
+head = (head - removed) % H
+fill = #kept
+redis.call('HSET', meta_key, 'head', head, 'fill', fill)
 local all = redis.call('HGETALL', meta_key)
 for i = 1, #all, 2 do
   local field, held = all[i], all[i + 1]
