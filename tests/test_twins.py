@@ -463,20 +463,41 @@ def compiled_detector(**config: Any) -> LoopDetector:
     return build(COMPILED, {"enabled": True, **config}, max_scopes=max_scopes)
 
 
-def test_slab_grows_by_doubling_and_keeps_every_row() -> None:
+def test_rows_are_taken_one_at_a_time_and_keep_their_records() -> None:
+    # Rows come in chunks of 4,096 that never move: crossing a chunk boundary, and
+    # the scope table growing (moved over a few slots per new scope), loses nothing.
     det = compiled_detector(historySize=4)
     store = det._store
-    first = store.capacity
-    for n in range(first * 4 + 3):
+    scopes = 4096 * 2 + 3
+    for n in range(scopes):
         det.record_call("read", {"n": n}, f"id{n}", run_id=f"run{n}")
         det.record_outcome("read", {"n": n}, result=n, run_id=f"run{n}")
-    assert store.capacity >= first * 4 + 3
-    assert store.capacity & (store.capacity - 1) == 0  # doubled from a power of two
-    for n in range(first * 4 + 3):
+        assert store.capacity == n + 1  # one row per scope, no more
+    for n in range(scopes):
         (record,) = det.history(run_id=f"run{n}")
         assert (record.tool_call_id, record.run_id, record.result_hash is not None) == (
             f"id{n}", f"run{n}", True,
         )  # fmt: skip
+
+
+def test_the_scope_table_grows_in_steps_through_drops_and_evictions() -> None:
+    # Scopes made, dropped and evicted while the table is moved to a larger one:
+    # every live scope is found (in the new table or the old), none that left is.
+    det = compiled_detector(historySize=2, max_scopes=3000)
+    store = det._store
+    live: set[int] = set()
+    for n in range(9000):
+        det.record_call("read", {}, run_id=f"run{n}")
+        live.add(n)
+        if n % 7 == 3:
+            det.end_run(run_id=f"run{n - 2}")
+            live.discard(n - 2)
+        while len(live) > 3000:
+            live.discard(min(live))  # the least recently used goes at the cap
+    assert len(store) == len(live)
+    for n in range(9000):
+        assert bool(det.history(run_id=f"run{n}")) == (n in live), n
+    assert store.capacity <= 3000
 
 
 def test_ended_runs_give_their_rows_back() -> None:
@@ -486,7 +507,7 @@ def test_ended_runs_give_their_rows_back() -> None:
         det.record_call("read", {"n": n}, run_id=f"run{n}")
         det.end_run(run_id=f"run{n}")
     assert len(store) == 0
-    assert store.capacity == 8  # one row, reused a thousand times
+    assert store.capacity == 1  # one row, reused a thousand times
     det.record_call("read", {}, run_id="fresh")
     assert [r.tool_name for r in det.history(run_id="fresh")] == ["read"]
 
@@ -500,7 +521,7 @@ def test_ring_slot_bytes_match_the_layout() -> None:
     assert store.slot_bytes == 4 * 8 + 2 * 4 + 1
     assert store.id_bytes == 1 + 32
     assert store.identity_bytes == 8  # only in rows that hold a terminal failure
-    assert store.capacity == 8
+    assert store.capacity == 0  # no scope, no row
     assert store.allocated_bytes == 0  # no scope, no row block
 
 

@@ -29,13 +29,18 @@ cdef struct RowMeta:
     # Terminal failures' identity hashes (SPEC §8.4), once the row stores one:
     # last, so the fields a lookup and a scan read share the first 64 bytes.
     uint64_t *identity
+    # The other rows of this row's session (-1: none), newer and older.
+    int32_t sess_prev
+    int32_t sess_next
 
 
 cdef struct Slot:
     # One entry of the open-addressing table from scope key to row: the low
-    # half of the key's hash (the row's bookkeeping has all of it) and the row.
+    # half of the key's hash (the row's bookkeeping has all of it) and the
+    # row plus one (0: empty, so a table fresh from calloc is all empty; -1: a
+    # deleted entry, which probes go on past).
     uint32_t key_hash
-    int32_t row
+    int32_t entry
 
 
 cdef struct Variant:
@@ -80,15 +85,26 @@ cdef class RingStore:
     # finalisers may call back into the store).
     cdef list dead
 
-    cdef RowMeta *meta
-    cdef int32_t *free_rows
-    cdef Py_ssize_t free_count
+    # Rows' bookkeeping in chunks of ROW_CHUNK rows, allocated as rows are first
+    # used and never moved (``capacity``: rows used so far); freed rows wait
+    # in a list linked through their ``older`` field.
+    cdef RowMeta **meta_chunks
+    cdef Py_ssize_t chunk_slots
+    cdef int32_t free_head
     cdef int32_t oldest_row
     cdef int32_t newest_row
     cdef Slot *slots
     cdef Py_ssize_t table_mask
     cdef Py_ssize_t table_used
+    # While the table grows, the table it replaces: its entries move over a few
+    # per new scope (``old_cursor``: the next slot to move), so no call pays
+    # for moving them all.
+    cdef Slot *old_slots
+    cdef Py_ssize_t old_mask
+    cdef Py_ssize_t old_cursor
+    # The rows' scope keys, in lists of ROW_CHUNK (one list per chunk).
     cdef list row_keys
+    # A session's newest row (its rows are linked through ``sess_next``).
     cdef dict by_session
 
     # Tool names and unknown tool names, each kept once, by index, with the

@@ -22,7 +22,14 @@ built; the store never hashes values or decides verdicts.
 """
 
 cimport cython
-from cpython.mem cimport PyMem_Free, PyMem_RawFree, PyMem_RawMalloc, PyMem_Realloc
+from cpython.mem cimport (
+    PyMem_Free,
+    PyMem_RawCalloc,
+    PyMem_RawFree,
+    PyMem_RawMalloc,
+    PyMem_RawRealloc,
+    PyMem_Realloc,
+)
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.time cimport time as wall_clock
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -88,8 +95,14 @@ def scan_window(ring, tool_name, args_hash):
 
 
 cdef enum:
-    SLOT_EMPTY = -1
-    SLOT_DELETED = -2
+    SLOT_EMPTY = 0
+    SLOT_DELETED = -1
+    # Old-table slots moved to the new table per new scope while the table grows.
+    MIGRATE_STEP = 8
+    # Rows per chunk of bookkeeping (and of keys): a power of two.
+    ROW_CHUNK_SHIFT = 12
+    ROW_CHUNK = 1 << ROW_CHUNK_SHIFT
+    ROW_CHUNK_MASK = ROW_CHUNK - 1
     # A record's flag byte: what its optional fields hold, and its outcome.
     HAS_RESULT = 1
     HAS_UNKNOWN = 2
@@ -142,7 +155,7 @@ cdef class RingStore:
         self.last_tool_index = -1
 
     def __init__(self, history_size, max_scopes):
-        if self.capacity:
+        if self.slots != NULL:
             raise RuntimeError("RingStore is already initialised")
         if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
             raise ValueError(f"history_size: expected a positive integer, got {history_size!r}")
@@ -152,18 +165,21 @@ cdef class RingStore:
             raise ValueError(f"history_size: too large for a ring slab, got {history_size}")
         self.history_size = history_size
         self.max_scopes = min(max_scopes, 0x7FFFFFFF)
-        slab_grow(self, min(self.max_scopes, 8))
-        resize_table(self, 16)
+        self.free_head = -1
+        self.slots = table_alloc(16)
+        self.table_mask = 15
 
     def __dealloc__(self):
         cdef Py_ssize_t row
         for row in range(self.capacity):
-            PyMem_RawFree(self.meta[row].block)
-            PyMem_RawFree(self.meta[row].ids)
-            PyMem_RawFree(self.meta[row].identity)
-        PyMem_Free(self.meta)
-        PyMem_Free(self.free_rows)
-        PyMem_Free(self.slots)
+            PyMem_RawFree(meta_at(self, row)[0].block)
+            PyMem_RawFree(meta_at(self, row)[0].ids)
+            PyMem_RawFree(meta_at(self, row)[0].identity)
+        for row in range(0, self.capacity, ROW_CHUNK):
+            PyMem_RawFree(self.meta_chunks[row >> ROW_CHUNK_SHIFT])
+        PyMem_RawFree(self.meta_chunks)
+        PyMem_RawFree(self.slots)
+        PyMem_RawFree(self.old_slots)
         PyMem_Free(self.name_refs)
         PyMem_RawFree(self.variants)
 
@@ -281,14 +297,18 @@ cdef class RingStore:
 
     def drop_session(self, session):
         cdef Py_ssize_t dropped = 0, row
-        cdef int gc_was = enter(self)
+        cdef int gc_was = enter_no_collection(self)  # the list of keys is allocated
+        keys = []
         try:
-            entry = self.by_session.get(session)
+            head = self.by_session.get(session)
+            row = -1 if head is None else <Py_ssize_t>head
+            while row >= 0:
+                keys.append(key_at(self, row))
+                row = meta_at(self, row).sess_next
         finally:
             leave(self, gc_was)
-        if entry is None:
+        if not keys:
             return 0
-        keys = list(entry) if type(entry) is set else [entry]
         # The stored keys' hashes are taken with the lock released.
         hashes = [scope_hash(<tuple>key) for key in keys]
         gc_was = enter(self)
@@ -296,7 +316,7 @@ cdef class RingStore:
             for key, key_hash in zip(keys, hashes):
                 row = row_lookup(self, key, key_hash)
                 # Still that very key: the scope may have gone meanwhile.
-                if row >= 0 and self.row_keys[row] is key:
+                if row >= 0 and key_at(self, row) is key:
                     free_row(self, key, row)
                     dropped += 1
         finally:
@@ -325,12 +345,12 @@ cdef class RingStore:
         cdef int gc_was = enter(self)
         try:
             for row in range(self.capacity):
-                if self.meta[row].block != NULL:
-                    total += self.meta[row].cap * RECORD_BYTES
-                if self.meta[row].ids != NULL:
-                    total += self.meta[row].cap * (1 + ID_BYTES)
-                if self.meta[row].identity != NULL:
-                    total += self.meta[row].cap * sizeof(uint64_t)
+                if meta_at(self, row)[0].block != NULL:
+                    total += meta_at(self, row)[0].cap * RECORD_BYTES
+                if meta_at(self, row)[0].ids != NULL:
+                    total += meta_at(self, row)[0].cap * (1 + ID_BYTES)
+                if meta_at(self, row)[0].identity != NULL:
+                    total += meta_at(self, row)[0].cap * sizeof(uint64_t)
         finally:
             leave(self, gc_was)
         return total
@@ -358,18 +378,18 @@ cdef class RingStore:
         try:
             # A lookup, not a use: the LRU order changes only when the call does.
             row = row_lookup(self, key, key_hash)
-            if row < 0 or self.meta[row].block == NULL:
+            if row < 0 or meta_at(self, row)[0].block == NULL:
                 return key_hash
-            cols_of(&self.meta[row], &c)
-            slot = self.meta[row].head
+            cols_of(meta_at(self, row), &c)
+            slot = meta_at(self, row)[0].head
             newest = slot - 1 if slot > 0 else self.history_size - 1
             # The first lines of the args column; the hardware prefetcher follows on.
-            for offset in range(0, min(self.meta[row].fill, 256), 8):
+            for offset in range(0, min(meta_at(self, row)[0].fill, 256), 8):
                 prefetch(&c.args[offset])
             prefetch(&c.tool[newest])
             prefetch(&c.result[newest])
             prefetch(&c.flag[newest])
-            if slot < self.meta[row].cap:
+            if slot < meta_at(self, row)[0].cap:
                 prefetch(&c.ts[slot])
         finally:
             leave(self, gc_was)
@@ -400,7 +420,7 @@ cdef class RingStore:
                 alarmed = row_scan(self, row, tool_index, args_hash, alarm, unknown_alarm, out)
                 if alarmed == NEED_VARIANTS:
                     # A rare churn of many variants: the heap table, then the scan again.
-                    grow_variants(self, self.meta[row].fill)
+                    grow_variants(self, meta_at(self, row)[0].fill)
                     alarmed = row_scan(
                         self, row, tool_index, args_hash, alarm, unknown_alarm, out
                     )
@@ -491,7 +511,7 @@ cdef class RingStore:
                     &outcome, unknown,
                 )
             if slot >= 0:
-                cols_of(&self.meta[row], &c)
+                cols_of(meta_at(self, row), &c)
                 stored_tool = self.names[c.tool[slot]]
                 stored_args = c.args[slot]
                 stored_id = slot_id(self, row, slot)

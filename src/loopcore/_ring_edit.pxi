@@ -14,12 +14,12 @@ cdef Py_ssize_t match_slot(
     the same tool and args that is not a veto (§12.7); then SPEC §9.1 (a)-(c),
     the pending record of this tool (and args hash when ``by_hash``).
     """
-    cdef Py_ssize_t h = self.history_size, fill = self.meta[row].fill
-    cdef Py_ssize_t slot = self.meta[row].head, i, _n
+    cdef Py_ssize_t h = self.history_size, fill = meta_at(self, row)[0].fill
+    cdef Py_ssize_t slot = meta_at(self, row)[0].head, i, _n
     cdef Py_ssize_t with_id = -1, without_id = -1, newest = -1, id_left = 0
     cdef bint id_elsewhere = False, has
     cdef Cols c
-    cols_of(&self.meta[row], &c)
+    cols_of(meta_at(self, row), &c)
     cdef uint8_t f
     if has_id:
         # Records whose id column holds the hash (unflagged slots too: an
@@ -81,7 +81,7 @@ cdef int slot_fill(
     # Everything that can fail comes first, so a failure leaves the record as it was.
     if outcome.flags & HAS_IDENTITY:
         row_identity(self, row)
-    cols_of(&self.meta[row], &c)
+    cols_of(meta_at(self, row), &c)
     new_id = call_id is not None and not (c.flag[slot] & HAS_CALL_ID)
     if unknown is not None:
         unknown_index = <uint32_t>name_use(self, unknown)
@@ -134,7 +134,7 @@ cdef bint row_rehash(
     """
     cdef Cols c
     cdef Scan counted
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     cdef Py_ssize_t h = self.history_size
     cols_of(m, &c)
     cdef bint changed = c.args[slot] != args_hash
@@ -184,7 +184,7 @@ cdef inline bint released(const uint64_t *ids, Py_ssize_t n, uint64_t call_hash)
 
 cdef int slot_swap(RingStore self, Py_ssize_t row, Cols *c, Py_ssize_t a, Py_ssize_t b) except -1:
     """Exchange two records of a row, every column (and a long call id's entry) with them."""
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     cdef uint8_t fa = c.flag[a], fb = c.flag[b]
     cdef Py_ssize_t base = row * self.history_size
     cdef char scratch[ID_BYTES]
@@ -233,7 +233,7 @@ cdef Py_ssize_t row_release(
 ) except -1:
     """Remove the pending records whose call id hash is in the sorted ``ids``; the
     rest close up in order, oldest at slot 0 again. Returns how many went."""
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     cdef Py_ssize_t h = self.history_size, fill = m.fill
     # The oldest record's slot: 0 unless the row is full and has wrapped.
     cdef Py_ssize_t start = m.head - fill

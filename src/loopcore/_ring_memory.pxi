@@ -28,6 +28,15 @@ cdef void *checked_realloc(void *old, size_t count, size_t size) except NULL:
     return fresh
 
 
+cdef void *checked_raw_realloc(void *old, size_t count, size_t size) except NULL:
+    if size and count > (<size_t>-1) // size // 2:
+        raise MemoryError()
+    cdef void *fresh = PyMem_RawRealloc(old, count * size if count else 1)
+    if fresh == NULL:
+        raise MemoryError()
+    return fresh
+
+
 cdef void *checked_raw_malloc(size_t count, size_t size) except NULL:
     # Row blocks come from the raw allocator: no GIL needed, never a collection.
     if size and count > (<size_t>-1) // size // 2:
@@ -41,7 +50,7 @@ cdef void *checked_raw_malloc(size_t count, size_t size) except NULL:
 cdef inline int64_t key_hash_of(RingStore self, object key) except? -1:
     """``scope_hash(key)``, taken before the lock; the row found last already has it."""
     if not GIL_DISABLED and key is self.found_key:
-        return self.meta[self.found_row].key_hash
+        return meta_at(self, self.found_row)[0].key_hash
     return scope_hash(<tuple>key)
 
 

@@ -136,9 +136,9 @@ cdef list row_records(RingStore self, object key, Py_ssize_t row, bint raw):
     out = []
     if row < 0:
         return out
-    cols_of(&self.meta[row], &c)
-    count = self.meta[row].fill
-    slot = self.meta[row].head - count
+    cols_of(meta_at(self, row), &c)
+    count = meta_at(self, row)[0].fill
+    slot = meta_at(self, row)[0].head - count
     if slot < 0:
         slot += self.history_size
     for _n in range(count):

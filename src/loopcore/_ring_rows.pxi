@@ -15,80 +15,140 @@ cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2
             return -1
         # Only the stored key is remembered: a caller's equal key (and the
         # objects in it) must not outlive the call.
-        if self.row_keys[row] is key:
+        if key_at(self, row) is key:
             self.found_key = key
             self.found_row = row
     lru_touch(self, <int32_t>row)
     return row
 
 
+cdef inline Py_ssize_t probe(
+    Slot *slots, Py_ssize_t mask, RingStore self, tuple parts, object key, int64_t key_hash
+) except -2:
+    """The key's row in one table, or -1."""
+    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>mask)
+    cdef int32_t entry
+    cdef RowMeta *meta
+    while True:
+        entry = slots[index].entry
+        if entry == SLOT_EMPTY:
+            return -1
+        if entry > 0 and slots[index].key_hash == <uint32_t>key_hash:
+            meta = meta_at(self, entry - 1)
+            if (meta.session == <PyObject*>parts[0] and meta.run_id == <PyObject*>parts[1]) or (
+                key_at(self, entry - 1) == key
+            ):
+                return entry - 1
+        index = (index + 1) & mask
+
+
 cdef Py_ssize_t row_lookup(RingStore self, object key, int64_t key_hash) except -2:
     """The key's row or -1, without touching the LRU order.
 
     ``key_hash`` is ``scope_hash(key)``, taken by the caller before the lock:
-    a session's own ``__hash__`` never runs under it.
+    a session's own ``__hash__`` never runs under it. While the table grows, a
+    key not yet moved is found in the old table.
     """
     cdef tuple parts = <tuple>key
-    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
-    cdef int32_t row
-    cdef RowMeta *meta
-    while True:
-        row = self.slots[index].row
-        if row == SLOT_EMPTY:
-            return -1
-        if row >= 0 and self.slots[index].key_hash == <uint32_t>key_hash:
-            meta = &self.meta[row]
-            if (meta.session == <PyObject*>parts[0] and meta.run_id == <PyObject*>parts[1]) or (
-                self.row_keys[row] == key
-            ):
-                return row
-        index = (index + 1) & self.table_mask
+    cdef Py_ssize_t row = probe(self.slots, self.table_mask, self, parts, key, key_hash)
+    if row < 0 and self.old_slots != NULL:
+        row = probe(self.old_slots, self.old_mask, self, parts, key, key_hash)
+    return row
+
+
+cdef inline void slot_put(Slot *slots, Py_ssize_t mask, uint32_t key_hash, int32_t entry,
+                          Py_ssize_t *used) noexcept nogil:
+    cdef Py_ssize_t index = <Py_ssize_t>(key_hash & <uint64_t>mask)
+    while slots[index].entry > 0:
+        index = (index + 1) & mask
+    if slots[index].entry == SLOT_EMPTY:
+        used[0] += 1
+    slots[index].key_hash = key_hash
+    slots[index].entry = entry
 
 
 cdef int table_insert(RingStore self, int32_t row) except -1:
     # The caller made room: at most half the slots are in use.
-    cdef int64_t key_hash = self.meta[row].key_hash
-    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
-    while self.slots[index].row >= 0:
-        index = (index + 1) & self.table_mask
-    if self.slots[index].row == SLOT_EMPTY:
-        self.table_used += 1
-    self.slots[index].key_hash = <uint32_t>key_hash
-    self.slots[index].row = row
+    slot_put(self.slots, self.table_mask, <uint32_t>meta_at(self, row)[0].key_hash, row + 1,
+             &self.table_used)
     return 0
 
 
-cdef void table_delete(RingStore self, int32_t row) noexcept:
+cdef inline bint slot_delete(
+    Slot *slots, Py_ssize_t mask, int64_t key_hash, int32_t row
+) noexcept nogil:
     # Tombstoned, not emptied, so that probes for keys further on go on.
-    cdef int64_t key_hash = self.meta[row].key_hash
-    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>self.table_mask)
-    while self.slots[index].row != row:
-        index = (index + 1) & self.table_mask
-    self.slots[index].row = SLOT_DELETED
+    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>mask)
+    cdef int32_t entry
+    while True:
+        entry = slots[index].entry
+        if entry == SLOT_EMPTY:
+            return False
+        if entry == row + 1:
+            slots[index].entry = SLOT_DELETED
+            return True
+        index = (index + 1) & mask
 
 
-cdef int resize_table(RingStore self, Py_ssize_t wanted) except -1:
-    """Rebuild the table, without tombstones, at most half full with ``wanted`` keys."""
-    cdef Py_ssize_t size = 16, index
-    while size < 2 * wanted:
+cdef void table_delete(RingStore self, int32_t row) noexcept:
+    cdef int64_t key_hash = meta_at(self, row)[0].key_hash
+    if not slot_delete(self.slots, self.table_mask, key_hash, row) and self.old_slots != NULL:
+        slot_delete(self.old_slots, self.old_mask, key_hash, row)
+
+
+cdef Slot *table_alloc(Py_ssize_t size) except NULL:
+    # calloc: all empty, and a large table's pages are zeroed by the system only
+    # when first touched, never in one go here.
+    cdef Slot *slots = <Slot*>PyMem_RawCalloc(size, sizeof(Slot))
+    if slots == NULL:
+        raise MemoryError()
+    return slots
+
+
+cdef void table_migrate(RingStore self, Py_ssize_t steps) noexcept:
+    """Move up to ``steps`` slots of the old table over; drop it once all are moved."""
+    cdef Slot *old = self.old_slots
+    cdef Py_ssize_t end = self.old_mask + 1
+    cdef int32_t entry
+    while steps > 0 and self.old_cursor < end:
+        entry = old[self.old_cursor].entry
+        if entry > 0:
+            slot_put(self.slots, self.table_mask, old[self.old_cursor].key_hash, entry,
+                     &self.table_used)
+            # Tombstoned: probes of the old table for keys not moved yet go on past it.
+            old[self.old_cursor].entry = SLOT_DELETED
+        self.old_cursor += 1
+        steps -= 1
+    if self.old_cursor >= end:
+        PyMem_RawFree(self.old_slots)
+        self.old_slots = NULL
+
+
+cdef int table_make_room(RingStore self) except -1:
+    """Room for one more key: a table at most half full, grown a step at a time.
+
+    A full table is replaced by one of at least four times the live keys, and
+    the old one's entries move over ``MIGRATE_STEP`` slots per new scope: the
+    move ends long before the new table could fill (it starts at most a quarter
+    full and has a half to go), so no single call rebuilds the table.
+    """
+    if self.old_slots != NULL:
+        table_migrate(self, MIGRATE_STEP)
+    if (self.table_used + 1) * 2 <= self.table_mask + 1:
+        return 0
+    if self.old_slots != NULL:  # not expected (see above): finish the move first
+        table_migrate(self, self.old_mask + 1)
+    cdef Py_ssize_t size = 16
+    while size < 4 * (self.live + 1):
         size *= 2
-    cdef Slot *slots = <Slot*>checked_realloc(NULL, size, sizeof(Slot))
-    for index in range(size):
-        slots[index].row = SLOT_EMPTY
-    cdef int32_t row = self.newest_row
-    cdef int64_t key_hash
-    while row >= 0:
-        key_hash = self.meta[row].key_hash
-        index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>(size - 1))
-        while slots[index].row != SLOT_EMPTY:
-            index = (index + 1) & (size - 1)
-        slots[index].key_hash = <uint32_t>key_hash
-        slots[index].row = row
-        row = self.meta[row].older
-    PyMem_Free(self.slots)
-    self.slots = slots
+    cdef Slot *fresh = table_alloc(size)
+    self.old_slots = self.slots
+    self.old_mask = self.table_mask
+    self.old_cursor = 0
+    self.slots = fresh
     self.table_mask = size - 1
-    self.table_used = self.live
+    self.table_used = 0
+    table_migrate(self, MIGRATE_STEP)
     return 0
 
 
@@ -100,7 +160,7 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
     proportion to what it holds. A row only wraps once full, so before that
     its records are ``0 .. fill-1`` in order and move over column by column.
     """
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     if m.fill < m.cap or m.cap == self.history_size:
         return 0
     cdef Py_ssize_t cap = min(self.history_size, max(4, 2 * <Py_ssize_t>m.cap))
@@ -143,7 +203,7 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
 
 cdef int row_identity(RingStore self, Py_ssize_t row) except -1:
     """The row's identity column, allocated when it first stores an identity hash."""
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     if m.identity == NULL:
         # A row without terminal failures never pays for it.
         m.identity = <uint64_t*>checked_raw_malloc(m.cap, sizeof(uint64_t))
@@ -162,8 +222,8 @@ cdef Py_ssize_t row_append(
     # A full row reuses its oldest slot: when that names this tool already (a
     # run calling one tool), its use carries over and the counts stay put.
     cdef bint same_tool = False
-    if row >= 0 and self.meta[row].fill == self.history_size:
-        m = &self.meta[row]
+    if row >= 0 and meta_at(self, row)[0].fill == self.history_size:
+        m = meta_at(self, row)
         cols_of(m, &c)
         found = name_find(self, tool_name)
         same_tool = found >= 0 and c.tool[m.head] == <uint32_t>found
@@ -176,7 +236,7 @@ cdef Py_ssize_t row_append(
             unknown_index = <uint32_t>name_use(self, unknown)
         if row < 0:
             row = row_new(self, key, key_hash)
-        if self.meta[row].fill == self.meta[row].cap:
+        if meta_at(self, row)[0].fill == meta_at(self, row)[0].cap:
             row_reserve(self, row)
         if outcome.flags & HAS_IDENTITY:
             row_identity(self, row)
@@ -186,7 +246,7 @@ cdef Py_ssize_t row_append(
         if unknown_index != NO_NAME:
             name_drop(self, unknown_index)
         raise
-    m = &self.meta[row]
+    m = meta_at(self, row)
     cdef Py_ssize_t slot = m.head
     cols_of(m, &c)
     if m.fill == self.history_size:
@@ -224,15 +284,16 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     # failure leaves the store as it was.
     session = (<tuple>key)[0]
     if self.live >= self.max_scopes:
-        free_row(self, self.row_keys[self.oldest_row], self.oldest_row)
+        free_row(self, key_at(self, self.oldest_row), self.oldest_row)
         self.evicted += 1
-    if self.free_count == 0:
-        slab_grow(self, min(self.max_scopes, 2 * self.capacity))
-    if (self.table_used + 1) * 2 > self.table_mask + 1:
-        resize_table(self, 2 * (self.live + 1))
-    self.free_count -= 1
-    cdef int32_t row = self.free_rows[self.free_count]
-    cdef RowMeta *m = &self.meta[row]
+    table_make_room(self)
+    cdef int32_t row
+    if self.free_head >= 0:
+        row = self.free_head
+        self.free_head = meta_at(self, row).older
+    else:
+        row = row_fresh(self)
+    cdef RowMeta *m = meta_at(self, row)
     m.head = 0
     m.fill = 0
     m.cap = 0
@@ -243,24 +304,22 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     m.session = <PyObject*>session
     m.run_id = <PyObject*>(<tuple>key)[1]
     table_insert(self, row)
-    self.row_keys[row] = key
-    entry = self.by_session.get(session)
-    if entry is None:
-        self.by_session[session] = key
-    elif type(entry) is set:
-        (<set>entry).add(key)
-    else:
-        gc_was = PyGC_Disable()  # a new set: no collection may run under the lock
-        self.by_session[session] = {entry, key}
-        if gc_was:
-            PyGC_Enable()
+    key_set(self, row, key)
+    # The session's rows are a list through their bookkeeping, its newest row in
+    # ``by_session``: a session with many runs never rehashes a set of them.
+    head = self.by_session.get(session)
+    m.sess_prev = -1
+    m.sess_next = -1 if head is None else <int32_t>head
+    if head is not None:
+        meta_at(self, <Py_ssize_t>head).sess_prev = row
+    self.by_session[session] = row
     lru_link_newest(self, row)
     self.live += 1
     return row
 
 
 cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     cdef Py_ssize_t slot
     for slot in range(m.fill):
         slot_clear(self, row, slot)
@@ -280,20 +339,21 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
     bury(self, key)
     bury(self, self.found_key)
     self.found_key = None
-    self.row_keys[row] = None
+    key_set(self, row, None)
     session = (<tuple>key)[0]
-    entry = self.by_session.get(session)
-    if type(entry) is set:
-        (<set>entry).discard(key)
-        if not entry:
-            del self.by_session[session]
-    elif entry is not None:
+    if m.sess_next >= 0:
+        meta_at(self, m.sess_next).sess_prev = m.sess_prev
+    if m.sess_prev >= 0:
+        meta_at(self, m.sess_prev).sess_next = m.sess_next
+    elif m.sess_next >= 0:
+        self.by_session[session] = m.sess_next
+    else:
         del self.by_session[session]
     lru_unlink(self, <int32_t>row)
     m.fill = 0
     m.head = 0
-    self.free_rows[self.free_count] = <int32_t>row
-    self.free_count += 1
+    m.older = self.free_head
+    self.free_head = <int32_t>row
     self.live -= 1
     return 0
 
@@ -313,23 +373,23 @@ cdef int bury(RingStore self, object value) except -1:
 
 
 cdef void lru_link_newest(RingStore self, int32_t row) noexcept:
-    self.meta[row].older = self.newest_row
-    self.meta[row].newer = -1
+    meta_at(self, row)[0].older = self.newest_row
+    meta_at(self, row)[0].newer = -1
     if self.newest_row >= 0:
-        self.meta[self.newest_row].newer = row
+        meta_at(self, self.newest_row)[0].newer = row
     else:
         self.oldest_row = row
     self.newest_row = row
 
 
 cdef void lru_unlink(RingStore self, int32_t row) noexcept:
-    cdef int32_t before = self.meta[row].older, after = self.meta[row].newer
+    cdef int32_t before = meta_at(self, row)[0].older, after = meta_at(self, row)[0].newer
     if before >= 0:
-        self.meta[before].newer = after
+        meta_at(self, before)[0].newer = after
     else:
         self.oldest_row = after
     if after >= 0:
-        self.meta[after].older = before
+        meta_at(self, after)[0].older = before
     else:
         self.newest_row = before
 
@@ -340,22 +400,45 @@ cdef void lru_touch(RingStore self, int32_t row) noexcept:
         lru_link_newest(self, row)
 
 
-cdef int slab_grow(RingStore self, Py_ssize_t capacity) except -1:
-    """Room for ``capacity`` rows' bookkeeping; every row keeps its place and block."""
-    cdef Py_ssize_t old = self.capacity
-    self.meta = <RowMeta*>checked_realloc(self.meta, capacity, sizeof(RowMeta))
-    memset(&self.meta[old], 0, (capacity - old) * sizeof(RowMeta))
-    self.free_rows = <int32_t*>checked_realloc(self.free_rows, capacity, sizeof(int32_t))
-    # Free rows are popped from the end: push the new ones highest first.
-    cdef Py_ssize_t row
-    for row in range(capacity - 1, old - 1, -1):
-        self.free_rows[self.free_count] = <int32_t>row
-        self.free_count += 1
-    cdef int gc_was = PyGC_Disable()  # a new list: no collection may run under the lock
-    try:
-        self.row_keys.extend([None] * (capacity - old))
-    finally:
-        if gc_was:
-            PyGC_Enable()
-    self.capacity = capacity
+cdef inline RowMeta *meta_at(RingStore self, Py_ssize_t row) noexcept nogil:
+    return &self.meta_chunks[row >> ROW_CHUNK_SHIFT][row & ROW_CHUNK_MASK]
+
+
+cdef inline object key_at(RingStore self, Py_ssize_t row):
+    return (<list>self.row_keys[row >> ROW_CHUNK_SHIFT])[row & ROW_CHUNK_MASK]
+
+
+cdef inline int key_set(RingStore self, Py_ssize_t row, object key) except -1:
+    (<list>self.row_keys[row >> ROW_CHUNK_SHIFT])[row & ROW_CHUNK_MASK] = key
     return 0
+
+
+cdef int32_t row_fresh(RingStore self) except -1:
+    """A row never used before; a new chunk of them every ``ROW_CHUNK`` rows.
+
+    The rows that exist never move: a chunk is allocated (calloc: zeroed) and
+    its key list made when its first row is taken, so a new scope costs at
+    most one chunk's allocation, never a copy of the store.
+    """
+    cdef Py_ssize_t row = self.capacity
+    cdef Py_ssize_t chunk = row >> ROW_CHUNK_SHIFT
+    cdef RowMeta **grown
+    cdef int gc_was
+    if row & ROW_CHUNK_MASK == 0:
+        if chunk >= self.chunk_slots:
+            grown = <RowMeta**>checked_raw_realloc(
+                self.meta_chunks, max(8, 2 * self.chunk_slots), sizeof(RowMeta*)
+            )
+            self.meta_chunks = grown
+            self.chunk_slots = max(8, 2 * self.chunk_slots)
+        self.meta_chunks[chunk] = <RowMeta*>PyMem_RawCalloc(ROW_CHUNK, sizeof(RowMeta))
+        if self.meta_chunks[chunk] == NULL:
+            raise MemoryError()
+        gc_was = PyGC_Disable()  # a new list: no collection may run under the lock
+        try:
+            self.row_keys.append([None] * ROW_CHUNK)
+        finally:
+            if gc_was:
+                PyGC_Enable()
+    self.capacity = row + 1
+    return <int32_t>row

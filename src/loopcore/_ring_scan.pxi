@@ -89,7 +89,7 @@ cdef int slot_clear(
 ) except -1:
     """Release what a slot about to be reused or freed holds (its tool's use unless kept)."""
     cdef Cols c
-    cols_of(&self.meta[row], &c)
+    cols_of(meta_at(self, row), &c)
     cdef uint8_t flags = c.flag[slot]
     if not keep_tool:
         name_drop(self, c.tool[slot])
@@ -102,7 +102,7 @@ cdef int slot_clear(
 
 
 cdef int slot_store_id(RingStore self, Py_ssize_t row, Py_ssize_t slot, object call_id) except -1:
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     cdef Cols c
     cols_of(m, &c)
     cdef Py_ssize_t size
@@ -124,7 +124,7 @@ cdef int slot_store_id(RingStore self, Py_ssize_t row, Py_ssize_t slot, object c
 
 
 cdef object slot_id(RingStore self, Py_ssize_t row, Py_ssize_t slot):
-    cdef RowMeta *m = &self.meta[row]
+    cdef RowMeta *m = meta_at(self, row)
     cdef Cols c
     cols_of(m, &c)
     cdef uint8_t flags = c.flag[slot]
@@ -304,8 +304,8 @@ cdef int row_scan(
     """One scan of a row (``_counts.scan_window``): 1 when alarmed, 0 when quiet, or
     NEED_VARIANTS (nothing counted) when the churn walk needs ``grow_variants`` first."""
     cdef Py_ssize_t h = self.history_size
-    cdef Py_ssize_t count = self.meta[row].fill
-    cdef Py_ssize_t newest = self.meta[row].head
+    cdef Py_ssize_t count = meta_at(self, row)[0].fill
+    cdef Py_ssize_t newest = meta_at(self, row)[0].head
     cdef Py_ssize_t i
     memset(out, 0, sizeof(Scan))
     if count == 0:
@@ -313,7 +313,7 @@ cdef int row_scan(
     # A row holds up to ``cap`` records; it wraps only once full at ``history_size``.
     newest = newest - 1 if newest > 0 else h - 1
     cdef Cols c
-    cols_of(&self.meta[row], &c)
+    cols_of(meta_at(self, row), &c)
     cdef uint64_t *args = c.args
     cdef int64_t recent = 0
     # Most calls are new: no earlier record has their hash, so there is no

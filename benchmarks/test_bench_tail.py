@@ -1,0 +1,74 @@
+"""Does any single call pause? Per-call latencies across many live scopes (issue: no pauses).
+
+A compiled ``ToolLoopGuard`` serves gateway cycles (``before_call`` +
+``after_call`` of the typical call, a unique call id each) round-robin over
+``LOOPCORE_BENCH_TAIL_SCOPES`` live scopes (default 100,000) for
+``LOOPCORE_BENCH_TAIL_CALLS`` cycles (default 1,000,000), timing every cycle
+on its own, while the store grows its scope table, rows and name table. It
+prints the median, p99, p99.9 and the slowest cycle: maintenance that is not
+incremental (a table grown or rehashed in one go) shows up as the slowest.
+The full-size run of the issue is ``LOOPCORE_BENCH_TAIL_SCOPES=1000000
+LOOPCORE_BENCH_TAIL_CALLS=10000000``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from conftest import EXTENSIONS_DISABLED
+from twins import use_twin
+from workloads import ARGS, CONFIG, RESULT, TOOL
+
+SCOPES = int(os.environ.get("LOOPCORE_BENCH_TAIL_SCOPES", "100000"))
+CALLS = int(os.environ.get("LOOPCORE_BENCH_TAIL_CALLS", "1000000"))
+
+
+def _percentile(ordered: list[int], fraction: float) -> int:
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+@pytest.mark.skipif(EXTENSIONS_DISABLED, reason="times the compiled core")
+@pytest.mark.benchmark(group="tail latency")
+def test_no_single_call_pauses(benchmark: BenchmarkFixture) -> None:
+    from loopcore import ToolLoopGuard
+
+    latencies: list[int] = []
+
+    def serve() -> None:
+        with use_twin("compiled"):
+            guard = ToolLoopGuard(CONFIG, max_scopes=SCOPES)
+            before, after = guard.before_call, guard.after_call
+            clock = time.perf_counter_ns
+            runs = [f"run-{n}" for n in range(SCOPES)]
+            record = latencies.append
+            for n in range(CALLS):
+                run = runs[n % SCOPES]
+                args = ARGS[(n // SCOPES) % len(ARGS)]
+                call_id = f"call_{n:024d}"  # 29 characters, like OpenAI's: kept inline
+                started = clock()
+                before(TOOL, args, tool_call_id=call_id, run_id=run)
+                after(TOOL, args, result=RESULT, tool_call_id=call_id, run_id=run)
+                record(clock() - started)
+            assert guard.stats().live_scopes == SCOPES
+
+    gc.collect()
+    benchmark.pedantic(serve, rounds=1, iterations=1)
+    ordered = sorted(latencies)
+    median = _percentile(ordered, 0.5)
+    p99, p999 = _percentile(ordered, 0.99), _percentile(ordered, 0.999)
+    slowest = ordered[-1]
+    benchmark.extra_info.update(
+        per=f"{CALLS:,} cycles over {SCOPES:,} scopes", median_ns=median, p99_ns=p99,
+        p999_ns=p999, max_ns=slowest,
+    )  # fmt: skip
+    print(
+        f"\ntail latency, {CALLS:,} cycles over {SCOPES:,} live scopes: median {median} ns, "
+        f"p99 {p99} ns, p99.9 {p999} ns ({p999 / median:.1f}x the median), "
+        f"slowest {slowest / 1e6:.2f} ms"
+    )
+    assert len(latencies) == CALLS
