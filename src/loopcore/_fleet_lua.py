@@ -45,6 +45,7 @@ local KIND_BITS, VETO, NO_PROGRESS, HAS_IDENTITY = 0x30, 0x10, 0x40, 0x80
 local Z8 = string.rep('\0', 8)
 
 local ring = redis.call('GET', ring_key)
+local ring_existed = ring ~= false and ring ~= nil
 if ring and #ring ~= SIZE then
   return redis.error_reply('LOOPCORE historySize: this scope is kept with '
     .. math.floor(#ring / 49) .. ' records, this guard keeps ' .. H)
@@ -53,10 +54,12 @@ local hf = redis.call('HMGET', meta_key, 'head', 'fill')
 local head, fill = tonumber(hf[1]) or 0, tonumber(hf[2]) or 0
 if not ring then fill = 0; head = 0 end
 
+-- Every call renews the scope's keys; the session's set learns the run while
+-- the scope has no ring yet (its first calls, or after end_run dropped it).
 local function touch()
   redis.call('PEXPIRE', ring_key, TTL)
   redis.call('PEXPIRE', meta_key, TTL)
-  redis.call('SADD', runs_key, RUN)
+  if not ring_existed then redis.call('SADD', runs_key, RUN) end
   redis.call('PEXPIRE', runs_key, TTL)
 end
 
