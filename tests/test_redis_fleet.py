@@ -292,3 +292,21 @@ def test_the_async_guard_is_bounded_when_redis_hangs(tmp_path: Path) -> None:
     assert decision.blocked
     assert decision.verdict.detector == "loop_store_unavailable"
     assert elapsed < 20
+
+
+def test_store_errors_reach_the_prometheus_collector(tmp_path: Path) -> None:
+    prometheus = require("prometheus_client", "prometheus")
+    from loopcore.metrics import PrometheusCollector
+
+    with RedisServer(tmp_path / "metrics") as server:
+        client = redis.Redis.from_url(server.url)
+        guard = ToolLoopGuard({"enabled": True}, store=RedisStore(client, timeout_seconds=0.2))
+        guard.before_call("read", {}, session="s")
+        server.stop()
+        for n in range(3):
+            guard.before_call("read", {"n": n}, session="s")
+    registry = prometheus.CollectorRegistry()
+    registry.register(PrometheusCollector(guard))
+    text = prometheus.generate_latest(registry).decode()
+    assert "loopcore_store_errors_total 3.0" in text
+    assert "loopcore_tool_calls_total 4.0" in text
