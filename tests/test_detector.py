@@ -1221,7 +1221,9 @@ class RefHistory:
         if result is None and not veto:
             return None
         if veto and tcid is not None:
-            for record in self.records:  # SPEC §8.1: a veto is recorded once per call id
+            # SPEC §8.1: a veto is recorded once per call id; of several (an id reused
+            # across tools), the newest is the one returned.
+            for record in reversed(self.records):
                 if record.veto and record.tcid == tcid:
                     return record
         same = [r for r in reversed(self.records) if r.tool == tool and r.h == h]
