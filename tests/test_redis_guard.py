@@ -48,7 +48,19 @@ CALLS = [
 STEP = st.tuples(
     st.integers(0, len(CALLS) - 1),
     st.sampled_from(
-        ["call", "call", "call", "call", "error", "release", "reconcile", "skip", "arm", "turn"]
+        [
+            "call",
+            "call",
+            "call",
+            "call",
+            "error",
+            "release",
+            "reconcile",
+            "skip",
+            "arm",
+            "turn",
+            "batch",
+        ]
     ),
     st.sampled_from([None, "s2"]),
 )
@@ -57,6 +69,11 @@ STEP = st.tuples(
 def _decision(d: Any) -> tuple[Any, ...]:
     return (d.blocked, d.terminal, d.result_text, d.warning, d.model_note, d.liveness_signal,
             d.verdict, d.would_block)  # fmt: skip
+
+
+def _batch(b: Any) -> tuple[Any, ...]:
+    return (b.blocked, b.terminal, b.trigger, b.verdict, b.would_block,
+            tuple(_decision(d) for d in b.decisions))  # fmt: skip
 
 
 def _event(e: LoopEvent) -> tuple[Any, ...]:
@@ -88,6 +105,19 @@ def run_sync(guards: list[Any], steps: list[tuple[int, str, Any]]) -> list[Any]:
                 turn = [(tool, args, f"c{n}", which == 6)]
                 seen.append(then.end_turn(turn, session=session, run_id="r"))
                 seen.append(first.before_turn(session=session, run_id="r"))
+            elif action == "batch":  # one turn: this call's outcome, then two more admitted
+                then.after_call(tool, args, result=result, **scope)
+                calls = [(tool, args, f"b{n}a"), (CALLS[0][0], CALLS[0][1], f"b{n}b")]
+                batch = then.before_batch(calls, session=session, run_id="r")
+                seen.append(_batch(batch))
+                for (name, batch_args, call_id), d in zip(calls, batch.decisions, strict=True):
+                    if not d.blocked:
+                        seen.append(
+                            first.after_call(
+                                name, batch_args, result=result, tool_call_id=call_id,
+                                session=session, run_id="r",
+                            )
+                        )  # fmt: skip
             elif action == "call":
                 seen.append(then.after_call(tool, args, result=result, **scope))
         except CompactionLoopPersisted as exc:
@@ -118,6 +148,19 @@ async def run_async(guard: AsyncToolLoopGuard, steps: list[tuple[int, str, Any]]
                 turn = [(tool, args, f"c{n}", which == 6)]
                 seen.append(await guard.end_turn(turn, session=session, run_id="r"))
                 seen.append(await guard.before_turn(session=session, run_id="r"))
+            elif action == "batch":
+                await guard.after_call(tool, args, result=result, **scope)
+                calls = [(tool, args, f"b{n}a"), (CALLS[0][0], CALLS[0][1], f"b{n}b")]
+                batch = await guard.before_batch(calls, session=session, run_id="r")
+                seen.append(_batch(batch))
+                for (name, batch_args, call_id), d in zip(calls, batch.decisions, strict=True):
+                    if not d.blocked:
+                        seen.append(
+                            await guard.after_call(
+                                name, batch_args, result=result, tool_call_id=call_id,
+                                session=session, run_id="r",
+                            )
+                        )  # fmt: skip
             elif action == "call":
                 seen.append(await guard.after_call(tool, args, result=result, **scope))
         except CompactionLoopPersisted as exc:
@@ -153,6 +196,7 @@ WORKED = [
     [(0, "call", None), (1, "call", None)] * 6,
     [(3, "call", None), (4, "call", None), (5, "call", None)] * 4 + [(3, "reconcile", None)],
     [(6, "error", None)] * 6 + [(6, "release", None)],
+    [(0, "batch", None)] * 6 + [(2, "batch", None)] * 6,  # batches warned, then blocked
 ]
 
 
@@ -165,6 +209,8 @@ WORKED = [
 @example(steps=WORKED[4], mode="enforce")
 @example(steps=WORKED[5], mode="enforce")
 @example(steps=WORKED[6], mode="observe")
+@example(steps=WORKED[7], mode="enforce")
+@example(steps=WORKED[7], mode="observe")
 def test_a_guard_on_redis_decides_as_in_process(
     client: Any, redis_prefix: str, steps: list[Any], mode: str
 ) -> None:

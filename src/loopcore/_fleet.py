@@ -21,7 +21,7 @@ last two as versioned documents, ``_fleet_state``). Kept per worker: its
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Hashable
+from collections.abc import Collection, Generator, Hashable, Sequence
 from typing import Any
 
 from . import _outcome
@@ -29,6 +29,7 @@ from ._compaction import arm_with_baseline, observed
 from ._counts import quiet, scan_records
 from ._decisions import (
     ALLOWED,
+    BatchDecision,
     Decision,
     Liveness,
     Reconciliation,
@@ -438,6 +439,19 @@ class FleetGuard(FleetFlows, ToolLoopGuard):
         key = self._key(session, run_id)
         removed: int = drive(self._store, self._release_flow(tool_call_ids, key))
         return removed
+
+    def before_batch(
+        self,
+        calls: Sequence[Sequence[Any]],
+        *,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> BatchDecision:
+        from ._batch_admission import admit_flow
+
+        key = self._key(session, run_id)
+        decision: BatchDecision = drive(self._store, admit_flow(self, calls, key))
+        return decision
 
     def _turned(self, key: ScopeKey, digest: Any) -> RunStop | None:
         stop: RunStop | None = drive(self._store, self._turn_flow(key, digest))

@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from ._config import LoopDetectionConfig
-from ._decisions import Decision, Liveness, LoopEvent, Reconciliation, StoreUnavailable
+from ._decisions import (
+    BatchDecision,
+    Decision,
+    Liveness,
+    LoopEvent,
+    Reconciliation,
+    StoreUnavailable,
+)
 from ._fleet import FleetGuard, Flow
 from ._outcome import UNSET, Normalizer
 from ._percall_py import UNSCOPED
@@ -130,6 +137,20 @@ class AsyncToolLoopGuard:
         key = core._key(session, run_id)
         flow = core._after_flow(tool_name, args, result, error, tool_call_id, key)
         return await _drive(self._store, flow)
+
+    async def before_batch(
+        self,
+        calls: Sequence[Sequence[Any]],
+        *,
+        session: Hashable = UNSCOPED,
+        run_id: str | None = UNSCOPED,
+    ) -> BatchDecision:
+        """``ToolLoopGuard.before_batch``: one turn's calls admitted together."""
+        from ._batch_admission import admit_flow
+
+        flow = admit_flow(self._core, calls, self._core._key(session, run_id))
+        decision: BatchDecision = await _drive(self._store, flow)
+        return decision
 
     async def arm_post_compaction(
         self, *, session: Hashable = UNSCOPED, run_id: str | None = UNSCOPED
