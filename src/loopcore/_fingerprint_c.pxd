@@ -1,6 +1,7 @@
 # cython: language_level=3, freethreading_compatible=True
 """C-level API of the compiled fingerprint twin, for the other compiled modules."""
 
+from cpython.object cimport PyObject
 from libc.stdint cimport uint64_t
 
 
@@ -45,6 +46,12 @@ cdef int enc_raw(Encoder *enc, const void *data, Py_ssize_t size) except -1
 cdef int enc_list_header(Encoder *enc, Py_ssize_t count) except -1
 # The canonical encoding of ``value`` (SPEC §2); raises only MemoryError.
 cdef int enc_value(Encoder *enc, object value) except -1
+# enc_value of an exact str, without the walk.
+cdef int enc_str(Encoder *enc, str text) except -1
+# enc_value of a dict given as its ``n`` (key, value) pairs (``2 * n`` references
+# the caller holds), when every key is an ASCII str and every value None, a bool
+# or an exact str, int or float: 1, else 0 and nothing written.
+cdef int enc_flat_dict(Encoder *enc, PyObject **items, Py_ssize_t n) except -1
 # xxh3-64 of everything appended so far (whether hashed in place or buffered).
 cdef uint64_t enc_digest(Encoder *enc) noexcept
 # Could this str (exact or a subclass) hold a §8.5 wrapper, so that nonces mode

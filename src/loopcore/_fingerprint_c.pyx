@@ -26,7 +26,10 @@ is opened, so the recursion is at most 257 small frames whatever the input.
 A container's children are snapshotted (owned references) when it is opened,
 as the reference does with ``list(value)``, so code run while encoding (a
 ``__repr__``, a ``model_dump``) cannot change what is encoded, nor free what
-is being read.
+is being read. The one exception is a small top-level dict of ASCII str keys
+and scalars whose encoding runs no Python code (a typical tool call's args):
+on a GIL build nothing can change it meanwhile, so it is read in place
+(``enc_flat_dict``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -126,17 +129,22 @@ cdef inline int _reserve(Encoder *enc, Py_ssize_t extra) except -1:
     return 0
 
 
-cdef inline void _put_u64(unsigned char *p, uint64_t v) noexcept nogil:
-    # Byte by byte so big-endian hosts write the same bytes; compilers fuse it
-    # into one store on little-endian ones.
-    p[0] = <unsigned char>v
-    p[1] = <unsigned char>(v >> 8)
-    p[2] = <unsigned char>(v >> 16)
-    p[3] = <unsigned char>(v >> 24)
-    p[4] = <unsigned char>(v >> 32)
-    p[5] = <unsigned char>(v >> 40)
-    p[6] = <unsigned char>(v >> 48)
-    p[7] = <unsigned char>(v >> 56)
+cdef extern from *:
+    """
+    /* Little-endian on every host: one store where the host is little-endian
+       (GCC rebuilds the value from its bytes before storing it otherwise, some
+       30 instructions for each length and count), byte by byte elsewhere. */
+    static inline void lc_put_u64(unsigned char *p, uint64_t v) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(p, &v, 8);
+    #else
+        int i;
+        for (i = 0; i < 8; i++)
+            p[i] = (unsigned char)(v >> (8 * i));
+    #endif
+    }
+    """
+    void _put_u64 "lc_put_u64" (unsigned char *p, uint64_t v) noexcept nogil
 
 
 cdef inline int _put_tag(Encoder *enc, unsigned char tag) except -1:
@@ -195,6 +203,16 @@ include "_fingerprint_fallback.pxi"
 
 cdef int enc_value(Encoder *enc, object value) except -1:
     cdef Walk w
+    # Scalars and small flat dicts need no walk (what _item would write).
+    cdef int kind = lc_kind(<PyObject *>value)
+    if kind == LC_STR:
+        if enc.nonces:
+            return _put_text(enc, <PyObject *>value)
+        return _put_str(enc, <PyObject *>value)
+    if kind == LC_INT:
+        return _put_int(enc, <PyObject *>value, True)
+    if kind == LC_DICT and _encode_flat_borrowed(enc, <PyObject *>value):
+        return 0
     w.enc = enc
     w.refs = w.refs_inline
     w.nrefs = 0
@@ -212,6 +230,14 @@ cdef int enc_value(Encoder *enc, object value) except -1:
         if w.spans != w.spans_inline:
             PyMem_Free(w.spans)
     return 0
+
+
+cdef int enc_str(Encoder *enc, str text) except -1:
+    if type(text) is not str:
+        return enc_value(enc, text)
+    if enc.nonces:
+        return _put_text(enc, <PyObject *>text)
+    return _put_str(enc, <PyObject *>text)
 
 
 cdef uint64_t str_hash(str text) except? 0:

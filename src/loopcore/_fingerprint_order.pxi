@@ -29,9 +29,33 @@ cdef extern from *:
     static inline int lc_is_ascii_str(PyObject *o) {
         return PyUnicode_CheckExact(o) && PyUnicode_IS_COMPACT_ASCII(o);
     }
+
+    /* Borrowed references to a dict's pairs, or -1 when it holds more than
+       ``cap`` of them. GIL builds only (-1 on the others): there, a dict
+       cannot change while no Python code runs. */
+    static Py_ssize_t lc_dict_borrow(PyObject *d, PyObject **out, Py_ssize_t cap) {
+    #ifdef Py_GIL_DISABLED
+        (void)d; (void)out; (void)cap;
+        return -1;
+    #else
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *v;
+        if (PyDict_GET_SIZE(d) > cap)
+            return -1;
+        while (PyDict_Next(d, &pos, &k, &v)) {
+            if (i >= cap)
+                return -1;
+            out[2 * i] = k;
+            out[2 * i + 1] = v;
+            i++;
+        }
+        return i;
+    #endif
+    }
     """
     bint lc_ascii_key_before(PyObject *a, PyObject *b) noexcept
     bint lc_is_ascii_str(PyObject *o) noexcept
+    Py_ssize_t lc_dict_borrow(PyObject *d, PyObject **out, Py_ssize_t cap) noexcept
 
 
 cdef enum:
@@ -123,3 +147,85 @@ cdef int _encode_ascii_keyed(
         _put_str(w.enc, w.refs[base + 2 * order[i]])
         _item(w, w.refs[base + 2 * order[i] + 1], depth + 1, node)
     return 1
+
+
+cdef int enc_flat_dict(Encoder *enc, PyObject **items, Py_ssize_t n) except -1:
+    """A dict's ``n`` (key, value) pairs in ``items``, ASCII str keys and scalar values.
+
+    The bytes ``_encode_dict`` writes for such a dict, without its snapshot:
+    the caller holds the references. Returns 0 (nothing written) otherwise.
+    """
+    cdef int order[_SMALL_SORT]
+    cdef Py_ssize_t i, j
+    cdef int tmp, kind
+    cdef PyObject *v
+    if n > _SMALL_SORT:
+        return 0
+    for i in range(n):
+        kind = lc_kind(items[2 * i + 1])
+        if not lc_is_ascii_str(items[2 * i]) or not (
+            kind == LC_STR or kind == LC_INT or kind == LC_FLOAT or kind == LC_NONE
+            or kind == LC_TRUE or kind == LC_FALSE
+        ):
+            return 0
+        tmp = <int>i
+        j = i
+        while j > 0 and lc_ascii_key_before(items[2 * tmp], items[2 * order[j - 1]]):
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = tmp
+    _put_head(enc, c'd', <uint64_t>n)
+    for i in range(n):
+        _put_str(enc, items[2 * order[i]])
+        v = items[2 * order[i] + 1]
+        kind = lc_kind(v)
+        if kind == LC_STR:
+            if enc.nonces:
+                _put_text(enc, v)
+            else:
+                _put_str(enc, v)
+        elif kind == LC_INT:
+            _put_int(enc, v, True)
+        elif kind == LC_FLOAT:
+            _put_float(enc, lc_fval(v))
+        elif kind == LC_NONE:
+            _put_tag(enc, c'N')
+        elif kind == LC_TRUE:
+            _put_tag(enc, c'T')
+        else:
+            _put_tag(enc, c'F')
+    return 1
+
+
+cdef inline bint _runs_no_code(PyObject *v, int nonces) except -1:
+    """Is ``v`` a scalar whose encoding runs no Python code (no big int, no wrapper)?"""
+    cdef int kind = lc_kind(v)
+    cdef long long x
+    cdef double f
+    if kind == LC_STR:
+        return not nonces or not str_wrapped(<object>v)
+    if kind == LC_INT:
+        return lc_compact_int(v, &x)
+    if kind == LC_FLOAT:
+        f = lc_fval(v)
+        return f != f or f != floor(f) or -9223372036854775808.0 <= f < 9223372036854775808.0
+    return kind == LC_NONE or kind == LC_TRUE or kind == LC_FALSE
+
+
+cdef int _encode_flat_borrowed(Encoder *enc, PyObject *d) except -1:
+    """enc_flat_dict of a top-level dict straight from its own entries (1), else 0.
+
+    Borrowed references serve because nothing it writes runs Python code: the
+    dict cannot change meanwhile (``lc_dict_borrow`` says where that holds).
+    """
+    cdef PyObject *items[2 * _SMALL_SORT]
+    cdef Py_ssize_t n, i
+    if enc.depth >= _MAX_DEPTH:
+        return 0
+    n = lc_dict_borrow(d, items, _SMALL_SORT)
+    if n < 0:
+        return 0
+    for i in range(n):
+        if not _runs_no_code(items[2 * i + 1], enc.nonces):
+            return 0
+    return enc_flat_dict(enc, items, n)

@@ -25,6 +25,23 @@ cdef extern from *:
         return n;
     }
 
+    /* An int that fits one digit, read straight from its storage (1), else 0:
+       the value PyLong_AsLongLongAndOverflow would give, without the call. */
+    static inline int lc_compact_int(PyObject *v, long long *out) {
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject *)v))
+            return 0;
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return 1;
+    #else
+        Py_ssize_t size = Py_SIZE(v);
+        if (size < -1 || size > 1)
+            return 0;
+        *out = size ? (long long)size * (long long)((PyLongObject *)v)->ob_digit[0] : 0;
+        return 1;
+    #endif
+    }
+
     /* Before 3.12 a str made through the deprecated wchar APIs may not have
        its canonical (kind, data) form yet. */
     static inline int lc_unicode_ready(PyObject *s) {
@@ -105,6 +122,7 @@ cdef extern from *:
     """
     Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) noexcept
     int lc_unicode_ready(PyObject *s) except -1
+    bint lc_compact_int(PyObject *v, long long *out) noexcept
     Py_ssize_t lc_utf8_len_1(const uint8_t *s, Py_ssize_t n) noexcept nogil
     Py_ssize_t lc_utf8_len_2(const uint16_t *s, Py_ssize_t n) noexcept nogil
     Py_ssize_t lc_utf8_len_4(const uint32_t *s, Py_ssize_t n) noexcept nogil
@@ -310,7 +328,10 @@ cdef int _put_int(Encoder *enc, PyObject *v, bint exact) except -1:
     # A real int subclass (IntEnum, ...) is read from its own digits, as
     # int.__index__ does in the reference; its methods are never called.
     cdef int overflow = 0
-    cdef long long x = lc_as_longlong(v, &overflow)
+    cdef long long x
+    if lc_compact_int(v, &x):
+        return _put_i64(enc, <int64_t>x)
+    x = lc_as_longlong(v, &overflow)
     if overflow == 0:
         return _put_i64(enc, <int64_t>x)
     return _put_big_int(enc, <object>v if exact else _int_index(<object>v))

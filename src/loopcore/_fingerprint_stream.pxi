@@ -33,6 +33,35 @@ cdef extern from "_xxh3.h":
     uint64_t _P64_5 "LOOPCORE_XXH3_P64_5"
 
 
+cdef extern from *:
+    """
+    /* memcpy, with the short runs most payloads are (keys, names, small
+       values) copied inline: two overlapping loads and stores, no libc call. */
+    static inline void lc_copy(unsigned char *dst, const void *src, size_t n) {
+        const unsigned char *s = (const unsigned char *)src;
+        uint64_t a, b;
+        uint32_t c, d;
+        if (n > 16) {
+            memcpy(dst, s, n);
+        } else if (n >= 8) {
+            memcpy(&a, s, 8);
+            memcpy(&b, s + n - 8, 8);
+            memcpy(dst, &a, 8);
+            memcpy(dst + n - 8, &b, 8);
+        } else if (n >= 4) {
+            memcpy(&c, s, 4);
+            memcpy(&d, s + n - 4, 4);
+            memcpy(dst, &c, 4);
+            memcpy(dst + n - 4, &d, 4);
+        } else {
+            while (n--)
+                *dst++ = *s++;
+        }
+    }
+    """
+    void lc_copy(unsigned char *dst, const void *src, size_t n) noexcept nogil
+
+
 cdef enum:
     _STRIPE = 64
     _STRIPES_PER_BLOCK = 16
@@ -95,7 +124,7 @@ cdef inline int _put_payload(Encoder *enc, const void *data, Py_ssize_t n) excep
         # The common case, inlined: most payloads are a few bytes.
         if n > 0:
             _reserve(enc, n)
-            memcpy(enc.data + enc.size, data, <size_t>n)
+            lc_copy(enc.data + enc.size, data, <size_t>n)
             enc.size += n
         return 0
     return _put_long_payload(enc, data, n)

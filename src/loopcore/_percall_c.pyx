@@ -24,7 +24,16 @@ from cpython.unicode cimport (
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from ._ring_c cimport RingStore, Scan, loopcore_lock
-from ._fingerprint_c cimport Encoder, enc_digest, enc_free, enc_init, enc_raw
+from ._fingerprint_c cimport (
+    Encoder,
+    enc_digest,
+    enc_flat_dict,
+    enc_free,
+    enc_init,
+    enc_list_header,
+    enc_raw,
+    enc_str,
+)
 
 from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name, is_known_poll
 # The rules behind the C fast path (tried first, in ``plain``): the reference twin.
@@ -169,7 +178,8 @@ cdef class _Calls:
         # is only remembered for the contents it was computed from.
         cdef bint keep = type(args) is dict and memo_take(&fresh, tool_name, <dict>args)
         try:
-            found = call_hash(tool_name, args)
+            if not (keep and memo_call_hash(&fresh, tool_name, &found)):
+                found = call_hash(tool_name, args)
         except BaseException:
             if keep:
                 memo_release(&fresh)

@@ -3,6 +3,44 @@
 # hash it once; a memo holds owned references, so identity means the same value.)
 
 
+cdef extern from *:
+    """
+    /* A dict's version tag (PEP 509): every change to a dict gives it a new
+       value, unique among all dicts, so an unchanged tag means unchanged
+       entries. Read where CPython still bumps it on every change (3.11 to
+       3.13, GIL builds); 0 elsewhere, where the entries are compared. */
+    #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    #define LOOPCORE_DICT_VERSIONS 1
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic push
+    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    #endif
+    static inline uint64_t loopcore_dict_version(PyObject *d) {
+        return ((PyDictObject *)d)->ma_version_tag;
+    }
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic pop
+    #endif
+    #else
+    #define LOOPCORE_DICT_VERSIONS 0
+    static inline uint64_t loopcore_dict_version(PyObject *d) {
+        (void)d;
+        return 0;
+    }
+    #endif
+    /* Is ``s``, an exact str, the ASCII text ``lit`` of length ``n``? A str
+       that is not compact ASCII answers -1: the caller compares it the slow way. */
+    static inline int loopcore_ascii_is(PyObject *s, const char *lit, Py_ssize_t n) {
+        if (!PyUnicode_IS_COMPACT_ASCII(s))
+            return -1;
+        return PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), lit, (size_t)n) == 0;
+    }
+    """
+    const bint DICT_VERSIONS "LOOPCORE_DICT_VERSIONS"
+    int ascii_is "loopcore_ascii_is" (PyObject *s, const char *lit, Py_ssize_t n) noexcept
+    uint64_t dict_version "loopcore_dict_version" (PyObject *d) noexcept
+
+
 cdef struct Memo:
     # A flat args dict and its hash, with owned references to the dict, the
     # tool name and every key and value (all immutable scalars).
@@ -11,6 +49,8 @@ cdef struct Memo:
     PyObject *items[2 * MEMO_ENTRIES]
     Py_ssize_t size
     uint64_t hash
+    # The dict's version tag when taken (with DICT_VERSIONS).
+    uint64_t version
 
 
 cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
@@ -36,6 +76,7 @@ cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
     memo.tool = <PyObject*>tool_name
     memo.size = n
     memo.hash = 0
+    memo.version = dict_version(<PyObject*>args)
     return True
 
 
@@ -43,6 +84,8 @@ cdef bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
     """Is ``args`` the remembered dict, holding the very same entries?"""
     if memo.args == NULL or <PyObject*>args != memo.args or <PyObject*>tool_name != memo.tool:
         return False
+    if DICT_VERSIONS:
+        return dict_version(<PyObject*>args) == memo.version
     if PyDict_Size(args) != memo.size:
         return False
     cdef Py_ssize_t pos = 0, i = 0
@@ -68,3 +111,28 @@ cdef void memo_release(Memo *memo) noexcept:
         Py_DECREF(<object>old.items[i])
     Py_DECREF(<object>old.args)
     Py_DECREF(<object>old.tool)
+
+
+cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
+    """``call_hash`` of the memo's dict from its entries (1), or 0 when that does not apply.
+
+    The entries are the memo's own references, so no snapshot of the dict is
+    needed; tools whose args the reference reduces first take ``call_hash``.
+    """
+    # Tools the reference reduces first, compared without a call into CPython.
+    if type(tool_name) is not str or ascii_is(<PyObject*>tool_name, "update_plan", 11) != 0 or (
+        ascii_is(<PyObject*>tool_name, "exec", 4) != 0
+    ):
+        return 0
+    cdef Encoder enc
+    enc_init(&enc)
+    try:
+        enc_raw(&enc, <char*>C_CALL_DOMAIN, len(C_CALL_DOMAIN))
+        enc_list_header(&enc, 2)
+        enc_str(&enc, <str>tool_name)
+        if not enc_flat_dict(&enc, memo.items, memo.size):
+            return 0
+        out[0] = enc_digest(&enc)
+        return 1
+    finally:
+        enc_free(&enc)
