@@ -213,3 +213,33 @@ def test_content_key_holding_unset_is_still_a_tool_result() -> None:
     assert same is not None
     # both are tool results with no details and no text: ("result", {}, "")
     assert record.result_hash == same.result_hash
+
+
+def test_an_args_dict_changed_in_place_is_hashed_again() -> None:
+    # The per-call memo remembers the last flat args dict hashed; changing that very
+    # dict between calls (a value, a new key, a key removed) must give the new hash.
+    from loopcore import hash_call
+
+    det = LoopDetector({"enabled": True})
+    guard = ToolLoopGuard({"enabled": True})
+    args = {"path": "a", "limit": 10}
+    det.check("read", args)
+    guard.before_call("read", args, tool_call_id="c0")
+    shapes = []
+    for n, change in enumerate(("value", "add", "remove", "same value again"), 1):
+        if change == "value":
+            args["path"] = "b"
+        elif change == "add":
+            args["offset"] = 3
+        elif change == "remove":
+            del args["limit"]
+        else:
+            args["path"] = "b"
+        shapes.append(dict(args))
+        det.record_call("read", args)
+        guard.after_call("read", args, result="text", tool_call_id=f"c{n}")
+    expected = [hash_call("read", shape) for shape in shapes]
+    assert [r.args_hash for r in det.history()] == expected
+    guarded = [r.args_hash for r in guard.detector.history()]
+    assert guarded[-4:] == expected
+    assert len(set(expected)) == 3  # the last change left the args as they were
