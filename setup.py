@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 
@@ -43,6 +44,9 @@ def extensions() -> list[Extension]:
         compile_args = ["-O0", "-g"]
     else:
         compile_args = ["-O3", "-g0"]
+    # cythonize tracks .pyx, .pxd and .pxi by itself; a plain C header it includes
+    # is listed here, so editing only the header rebuilds its module.
+    headers = [str(h) for h in Path("src/loopcore").glob("*.h")]
     modules = [
         Extension(
             f"loopcore.{name}",
@@ -50,6 +54,7 @@ def extensions() -> list[Extension]:
             include_dirs=["src/loopcore"],
             define_macros=macros,
             extra_compile_args=compile_args,
+            depends=headers,
         )
         for name in MODULES
     ]

@@ -2,11 +2,13 @@
 """Which part of a call and of its outcome is hashed? (SPEC §2 rules, compiled twin)
 
 The common outcomes — a plain return value hashed whole, a tool-result dict of a
-tool with no special rule — are hashed here in C, straight into the encoder (in
-its nonce-normalising mode, SPEC §8.5). Every other branch (errors, loop vetoes,
-exec/process/send/update_plan/write/wait, Code Mode receipts, host normalisers,
-content texts that may hold a wrapper) is rare per call and complex: it runs
-the reference functions of ``_outcome_py``, so those rules are written once.
+tool with no special rule, and the results of exec (terminal failures included),
+process polls and logs and write no-ops — are hashed here in C, straight into the
+encoder (in its nonce-normalising mode, SPEC §8.5). Every other branch (errors,
+loop vetoes, send/update_plan results, Code Mode receipts, host normalisers,
+content texts that may hold a wrapper, any value the C reader does not know) is
+rare per call: it runs the reference functions of ``_outcome_py``, so those
+rules are written once and decide whenever the fast path is unsure.
 """
 
 from libc.stdint cimport uint64_t
@@ -52,6 +54,7 @@ __all__ = [
 IMPLEMENTATION = "cython"
 
 include "_outcome_plain.pxi"
+include "_outcome_exec.pxi"
 
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
 
@@ -62,14 +65,18 @@ def hash_call(tool_name, args):
     return call_hash(tool_name, args)
 
 
-cdef inline bint plain(object tool_name, object result, object error, object normalizers,
-                       object send_tools, uint64_t *found) except -1:
-    """Did the C fast path hash this ordinary outcome (into ``found``)?"""
-    return not (
-        tool_name in SPECIAL
-        or (send_tools and tool_name in send_tools)
-        or (normalizers and tool_name in normalizers)
-    ) and plain_outcome(result, error, found)
+cdef inline object fast_outcome(object tool_name, object args, object result, object error,
+                                object normalizers, object send_tools):
+    """The outcome read in C (the plain rules or a special tool's), or None: ask Python."""
+    cdef uint64_t found = 0
+    cdef bint special = tool_name in SPECIAL
+    if (send_tools and tool_name in send_tools) or (normalizers and tool_name in normalizers):
+        return None
+    if special:
+        return special_outcome(tool_name, args, result, error)
+    if plain_outcome(result, error, &found):
+        return found, None, 0, None, False
+    return None
 
 
 def outcome_of(
@@ -80,9 +87,9 @@ def outcome_of(
     SPEC §2 with §8.0-8.6 and §8.13; see ``_outcome_py.outcome_of``.
     """
     check_tool_name(tool_name)
-    cdef uint64_t found = 0
-    if plain(tool_name, result, error, normalizers, send_tools, &found):
-        return found, None, 0, None, False
+    found = fast_outcome(tool_name, args, result, error, normalizers, send_tools)
+    if found is not None:
+        return found
     return _py_outcome_of(
         tool_name, args, result=result, error=error, normalizers=normalizers, send_tools=send_tools
     )
@@ -93,11 +100,10 @@ def hash_outcome(
 ):
     """``(result_hash, unknown_tool_name)`` of a call's outcome (SPEC §2; a veto has none)."""
     check_tool_name(tool_name)
-    cdef uint64_t found = 0
-    # The fast path answers without building outcome_of's tuple first.
-    if plain(tool_name, result, error, normalizers, send_tools, &found):
-        return found, None
-    outcome = _py_outcome_of(
-        tool_name, args, result=result, error=error, normalizers=normalizers, send_tools=send_tools
-    )
-    return outcome[0], outcome[1]
+    found = fast_outcome(tool_name, args, result, error, normalizers, send_tools)
+    if found is None:
+        found = _py_outcome_of(
+            tool_name, args, result=result, error=error, normalizers=normalizers,
+            send_tools=send_tools,
+        )
+    return found[0], found[1]

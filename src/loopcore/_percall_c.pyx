@@ -37,7 +37,7 @@ from ._fingerprint_c cimport (
 
 from ._outcome_c import UNSET, SPECIAL_OUTCOME_TOOLS, check_call_id, check_tool_name, is_known_poll
 # The rules behind the C fast path (tried first, in ``plain``): the reference twin.
-from ._outcome_py import outcome_of as _outcome_of
+from ._outcome_c import outcome_of as _outcome_of
 from ._percall_py import UNSCOPED
 from ._records import KIND_VALIDATION, KIND_VETO, NOT_STUCK
 from ._scopes import SessionRef
