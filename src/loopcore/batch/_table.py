@@ -341,40 +341,7 @@ class CallTableBuilder:
         """Fingerprint one call and its outcome; returns its row index."""
         check_tool_name(tool_name)
         check_call_id(tool_call_id)
-        scope = self._scope(session, run_id)
-        args_hash = hash_call(tool_name, args)
-        result_hash, unknown, kind, identity, no_progress = outcome_of(
-            tool_name,
-            args,
-            result=result,
-            error=error,
-            normalizers=self._normalizers,
-            send_tools=self._send_tools,
-        )
-        hashes = (
-            self._name(tool_name),
-            args_hash,
-            result_hash or 0,
-            0 if unknown is None else self._name(unknown),
-            identity or 0,
-        )
-        compaction = scope in self._pending
-        flags = (
-            result_hash is not None,
-            unknown is not None,
-            is_known_poll(tool_name, args),
-            compaction,
-            kind == KIND_VETO,
-            kind == KIND_TERMINAL_EXEC,
-            bool(no_progress),
-            False,
-        )
-        # Everything that could fail has run: the three columns grow together.
-        self._pending.discard(scope)
-        self._scope_column.append(scope)
-        self._hashes.extend(hashes)
-        self._flags.extend(flags)
-        return len(self._scope_column) - 1
+        return self._row(self._scope(session, run_id), tool_name, args, result, error)
 
     def add_checked(
         self,
@@ -393,6 +360,11 @@ class CallTableBuilder:
             scope = self._scope(session, run_id)
             if type(session) in _CACHED and type(run_id) in _RUNS:
                 self._seen[key] = scope
+        self._row(scope, tool_name, args, result, error)
+
+    def _row(self, scope: int, tool_name: str, args: Any, result: Any, error: Any) -> int:
+        """Fingerprint one call and its outcome into a new row of ``scope``; its index."""
+        args_hash = hash_call(tool_name, args)
         result_hash, unknown, kind, identity, no_progress = outcome_of(
             tool_name,
             args,
@@ -401,36 +373,32 @@ class CallTableBuilder:
             normalizers=self._normalizers,
             send_tools=self._send_tools,
         )
-        args_hash = hash_call(tool_name, args)
         tool = self._tool_hashes.get(tool_name)
         if tool is None:
             tool = self._name(tool_name)
-        pending = self._pending
-        compaction = scope in pending
-        if compaction:
-            pending.discard(scope)
+        hashes = (
+            tool,
+            args_hash,
+            result_hash or 0,
+            0 if unknown is None else self._name(unknown),
+            identity or 0,
+        )
+        flags = (
+            result_hash is not None,
+            unknown is not None,
+            is_known_poll(tool_name, args),
+            scope in self._pending,
+            kind == KIND_VETO,
+            kind == KIND_TERMINAL_EXEC,
+            bool(no_progress),
+            False,
+        )
+        # Everything that could fail has run: the three columns grow together.
+        self._pending.discard(scope)
         self._scope_column.append(scope)
-        self._hashes.extend(
-            (
-                tool,
-                args_hash,
-                result_hash or 0,
-                0 if unknown is None else self._name(unknown),
-                identity or 0,
-            )
-        )
-        self._flags.extend(
-            (
-                result_hash is not None,
-                unknown is not None,
-                is_known_poll(tool_name, args),
-                compaction,
-                kind == KIND_VETO,
-                kind == KIND_TERMINAL_EXEC,
-                bool(no_progress),
-                False,
-            )
-        )
+        self._hashes.extend(hashes)
+        self._flags.extend(flags)
+        return len(self._scope_column) - 1
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """A context compaction in this scope: the guard is armed for its next calls."""
