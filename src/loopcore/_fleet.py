@@ -93,8 +93,12 @@ class FleetFlows:
         level = storm_level(n)
         if not logger.isEnabledFor(level):
             return
-        policy = self._store.on_store_error
-        then = "the call is blocked" if policy == "block" else "the call proceeds unguarded"
+        if failure.step != "admit":
+            then = "the step is skipped"
+        elif self._store.on_store_error == "block":
+            then = "the call is blocked"
+        else:
+            then = "the call proceeds unguarded"
         logger.log(
             level,
             "loop-detection store unavailable (%s in %s, %d so far); %s%s",
