@@ -23,12 +23,12 @@ from ._scopes import ScopeKey, session_of
 if TYPE_CHECKING:
     from ._hook import ToolLoopGuard
 
-__all__ = ["admit"]
+__all__ = ["admit", "admit_flow", "check_calls"]
 
 _Call = tuple[str, Any, "str | None"]
 
 
-def _calls(calls: object) -> list[_Call]:
+def check_calls(calls: object) -> list[_Call]:
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
         raise TypeError(
             "calls: expected a sequence of (tool, args[, tool_call_id]), "
@@ -73,7 +73,7 @@ def admit(guard: ToolLoopGuard, calls: object, key: ScopeKey) -> BatchDecision:
     """``guard.before_batch`` for ``key`` on the in-process store."""
     from ._fleet import drive
 
-    batch = _calls(calls)
+    batch = check_calls(calls)
     if len(batch) == 1:
         tool, args, call_id = batch[0]
         one = guard.before_call(
@@ -91,16 +91,16 @@ def _single(one: Decision) -> BatchDecision:
     )  # fmt: skip
 
 
-def admit_flow(guard: Any, calls: object, key: ScopeKey) -> Generator[Any, Any, BatchDecision]:
+def admit_flow(guard: Any, batch: list[_Call], key: ScopeKey) -> Generator[Any, Any, BatchDecision]:
     """The batch admission as store steps (``_fleet``): the in-process and shared guards' own.
 
-    A shared store answers ``critical`` (``critical_seen`` tested and set) and
+    ``batch`` is ``check_calls``'s. A shared store answers ``critical``
+    (``critical_seen`` tested and set) and
     ``warn`` (the bucket, the note, the liveness); on the in-process store they
     answer None and the guard's own state decides.
     """
     from ._fleet import StoreUnavailable
 
-    batch = _calls(calls)
     shared = bool(getattr(guard._store, "shared", False))
     if len(batch) == 1 and shared:
         tool, args, call_id = batch[0]
@@ -210,7 +210,6 @@ def _warn_step(
     from ._fleet import StoreUnavailable
 
     if not getattr(guard._store, "shared", False):
-        yield ("warn", key)
         return None
     multiple = verdict.count // guard._warning_threshold
     note = model_note(verdict.count) if noted and not guard._shadow else None

@@ -82,14 +82,11 @@ class FleetFlows:
     Mixed into a ``ToolLoopGuard`` (whose policy and counters they use).
     """
 
-    _store_failures: int = 0
-
     def _store_failed(self: Any, failure: Any, key: ScopeKey, tool_name: str | None) -> None:
         """Counted, and logged with storm control (the error's type only: never a value)."""
         with self._lock:
             self._counters.store_error()
-            self._store_failures += 1
-            n = self._store_failures
+            n = self._counters.store_errors
         level = storm_level(n)
         if not logger.isEnabledFor(level):
             return
@@ -451,10 +448,10 @@ class FleetGuard(FleetFlows, ToolLoopGuard):
         session: Hashable = UNSCOPED,
         run_id: str | None = UNSCOPED,
     ) -> BatchDecision:
-        from ._batch_admission import admit_flow
+        from ._batch_admission import admit_flow, check_calls
 
         key = self._key(session, run_id)
-        decision: BatchDecision = drive(self._store, admit_flow(self, calls, key))
+        decision: BatchDecision = drive(self._store, admit_flow(self, check_calls(calls), key))
         return decision
 
     def _turned(self, key: ScopeKey, digest: Any) -> RunStop | None:

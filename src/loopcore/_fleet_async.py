@@ -146,9 +146,9 @@ class AsyncToolLoopGuard:
         run_id: str | None = UNSCOPED,
     ) -> BatchDecision:
         """``ToolLoopGuard.before_batch``: one turn's calls admitted together."""
-        from ._batch_admission import admit_flow
+        from ._batch_admission import admit_flow, check_calls
 
-        flow = admit_flow(self._core, calls, self._core._key(session, run_id))
+        flow = admit_flow(self._core, check_calls(calls), self._core._key(session, run_id))
         decision: BatchDecision = await _drive(self._store, flow)
         return decision
 

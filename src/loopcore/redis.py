@@ -182,7 +182,7 @@ class _Steps:
         ring, meta, runs, member = scope_keys(self.prefix, key)
         return [ring, meta, runs], [self.history_size, self._ttl, member]
 
-    def _call(self, key: ScopeKey, tool: str, args_hash: int, call_id: str | None) -> list[Any]:
+    def _call(self, tool: str, args_hash: int, call_id: str | None) -> list[Any]:
         has = call_id is not None
         return [
             tool,
@@ -202,7 +202,7 @@ class _Steps:
         self, key: ScopeKey, tool: str, args_hash: int, call_id: str | None, kind: int, want: bool
     ) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
         keys, head = self._head(key)
-        args = [*head, *self._call(key, tool, args_hash, call_id)]
+        args = [*head, *self._call(tool, args_hash, call_id)]
         args += [pack_time(time.time()), kind, "1" if want else "0"]
         return "admit", keys, args, lambda r: (self._window(r), bool(r[4]))
 
@@ -210,7 +210,7 @@ class _Steps:
         self, key: ScopeKey, tool: str, args_hash: int, call_id: str | None, veto: bool
     ) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
         keys, head = self._head(key)
-        args = [*head, *self._call(key, tool, args_hash, call_id)]
+        args = [*head, *self._call(tool, args_hash, call_id)]
         args += [pack_time(time.time()), "1" if veto else "0"]
         return "critical", keys, args, lambda r: bool(int(r))
 
@@ -245,7 +245,7 @@ class _Steps:
         pop_note: bool,
     ) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
         keys, head = self._head(key)
-        args = [*head, *self._call(key, tool, args_hash, call_id), pack_time(time.time())]
+        args = [*head, *self._call(tool, args_hash, call_id), pack_time(time.time())]
         args += [
             b"" if result_hash is None else pack_hash(result_hash),
             "" if unknown is None else unknown,
@@ -280,7 +280,7 @@ class _Steps:
         self, key: ScopeKey, tool: str, args_hash: int, call_id: str | None
     ) -> tuple[str, list[str], list[Any], Callable[[Any], Any]]:
         keys, head = self._head(key)
-        args = [*head, *self._call(key, tool, args_hash, call_id)]
+        args = [*head, *self._call(tool, args_hash, call_id)]
 
         def read(reply: Sequence[Any]) -> tuple[bool, bool, int, int]:
             if not int(reply[0]):
