@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from targets import Run, report
 from twins import LEGS, use_twin
 
 EXTENSIONS_DISABLED = bool(os.environ.get("LOOPCORE_NO_EXTENSIONS"))
@@ -53,6 +54,8 @@ class Figures:
 
 
 FIGURES = pytest.StashKey[Figures]()
+#: Benchmarks without a ``leg``, for the targets: test id -> (median seconds, group, extra_info).
+OTHERS = pytest.StashKey[dict[str, tuple[float, str, dict[str, object]]]]()
 
 
 #: pytest-benchmark's own table, trimmed to what matters here (``--benchmark-columns`` wins).
@@ -73,6 +76,7 @@ GROUP_ORDER = (
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[FIGURES] = Figures()
+    config.stash[OTHERS] = {}
     if not any(arg.startswith("--benchmark-columns") for arg in config.invocation_params.args):
         config.option.benchmark_columns = COLUMNS
 
@@ -116,7 +120,12 @@ def _record_timing(request: pytest.FixtureRequest) -> Iterator[None]:
     stats = getattr(benchmark, "stats", None)
     callspec = getattr(request.node, "callspec", None)
     leg = callspec.params.get("leg") if callspec is not None else None
-    if benchmark is None or stats is None or leg is None:
+    if benchmark is None or stats is None:
+        return
+    if leg is None:
+        others = request.config.stash[OTHERS]
+        group = benchmark.group or request.node.name
+        others[request.node.name] = (stats.stats.median, group, dict(benchmark.extra_info))
         return
     request.config.stash[FIGURES].add(
         benchmark.group or request.node.name,
@@ -185,7 +194,7 @@ def _batch_summary(
     groups = [group for group, legs in by_group.items() if BATCH_LEGS[0] in legs]
     if not groups and REPLAY_GROUP not in by_group:
         return
-    rows = [("group", *BATCH_LEGS, "seq/vec", "base/vec")]
+    rows: list[tuple[str, ...]] = [("group", *BATCH_LEGS, "seq/vec", "base/vec")]
     for group in groups:
         legs = by_group[group]
         vectorised, sequential, baseline = (legs.get(name) for name in BATCH_LEGS)
@@ -210,8 +219,12 @@ def _batch_summary(
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     items = terminalreporter.config.stash[FIGURES].items
-    if not items:
-        return
+    if items:
+        _legs_summary(terminalreporter, items)
+    _targets_summary(terminalreporter, items, terminalreporter.config.stash[OTHERS])
+
+
+def _legs_summary(terminalreporter: pytest.TerminalReporter, items: list[Figure]) -> None:
     by_group: dict[str, dict[str, Figure]] = {}
     for figure in items:
         by_group.setdefault(figure.group, {})[figure.leg] = figure
@@ -223,7 +236,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not groups:
         return
     header = ("group", *LEGS, "base/comp", "py/comp", "base/py")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for group in groups:
         legs = by_group[group]
         compiled, python, baseline = (legs.get(name) for name in LEGS)
@@ -244,3 +257,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         "ratios > 1 mean the first is slower / larger"
     )
     _write_table(terminalreporter, rows)
+
+
+def _targets_summary(
+    terminalreporter: pytest.TerminalReporter,
+    items: list[Figure],
+    others: dict[str, tuple[float, str, dict[str, object]]],
+) -> None:
+    """The performance targets, each with this run's figure: met or not."""
+    if not items and not others:
+        return
+    from loopcore.cli.options import default_jobs
+
+    run = Run(others=dict(others))
+    for figure in items:
+        run.legs.setdefault(figure.group, {})[figure.leg] = figure.value
+        if figure.payload_bytes:
+            run.payload[figure.group] = figure.payload_bytes
+    terminalreporter.write_sep("=", "loopcore: performance targets (this run)")
+    for line in report(run, default_jobs()):
+        terminalreporter.write_line(line)
