@@ -111,8 +111,12 @@ cdef extern from *:
     Py_ssize_t member_offset "loopcore_member_offset" (object descr)
     void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
     object new_instance "loopcore_new_instance" (PyTypeObject *type)
-    PyObject *swap_slot "loopcore_swap_slot" (PyObject *obj, Py_ssize_t offset, PyObject *value) noexcept
-    bint slot_is_u64 "loopcore_slot_is_u64" (PyObject *obj, Py_ssize_t offset, uint64_t value) noexcept
+    PyObject *swap_slot "loopcore_swap_slot" (
+        PyObject *obj, Py_ssize_t offset, PyObject *value
+    ) noexcept
+    bint slot_is_u64 "loopcore_slot_is_u64" (
+        PyObject *obj, Py_ssize_t offset, uint64_t value
+    ) noexcept
     Py_ssize_t refcount "loopcore_refcount" (PyObject *obj) noexcept
     void decref "Py_DECREF" (PyObject *obj) noexcept
 
@@ -161,7 +165,7 @@ cdef object make_record(
     bint spare=False,
 ):
     """The ``CallRecord``; with ``spare`` (an outcome's record, built with the lock
-    released: refilling runs the old values' finalisers) the spare one when free."""
+    released) the spare one when nothing else holds it."""
     cdef uint8_t flags = outcome.flags
     cdef object kind = KIND_NAMES[(flags & KIND_BITS) >> KIND_SHIFT]
     cdef object no_progress = (flags & NO_PROGRESS) != 0
@@ -169,9 +173,12 @@ cdef object make_record(
     session = key_tuple[0]
     if type(session) is SessionRef:
         session = (<object>session).value  # the host's own session object
-    if FAST_RECORDS and spare and not GIL_DISABLED and SPARE is not None and (
-        refcount(<PyObject*>SPARE) == 1
-    ):
+    # Only records of builtin values are kept: a spare must never keep a host's
+    # session alive, nor run its finaliser when refilled.
+    spare = spare and not GIL_DISABLED and FAST_RECORDS and (
+        session is None or type(session) is str or type(session) is int
+    ) and (key_tuple[1] is None or type(key_tuple[1]) is str)
+    if spare and SPARE is not None and refcount(<PyObject*>SPARE) == 1:
         return refill(
             tool_name, args_hash, call_id, session, key_tuple[1], timestamp, unknown, kind,
             no_progress, outcome,
@@ -195,7 +202,7 @@ cdef object make_record(
     fill_slot(record, RECORD_OFFSETS[8], kind)
     fill_slot(record, RECORD_OFFSETS[9], identity)
     fill_slot(record, RECORD_OFFSETS[10], no_progress)
-    if spare and not GIL_DISABLED:
+    if spare:
         # The previous spare is held elsewhere (else it was refilled): no finaliser runs.
         global SPARE
         SPARE = record
@@ -218,8 +225,8 @@ cdef object refill(
     """The spare record (held by nothing else) with this record's fields.
 
     Every new value is made first, then the slots are swapped (nothing can
-    fail midway), then the old values are released: a finaliser they run sees a
-    whole record, and only through the collector's lists.
+    fail midway), then the old values are released (builtin values: no
+    finaliser runs, even where one was written into the slots meanwhile).
     """
     cdef PyObject *record = <PyObject*>SPARE
     cdef uint8_t flags = outcome.flags
