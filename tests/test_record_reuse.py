@@ -152,3 +152,16 @@ def test_no_dropped_record_keeps_a_host_session_alive(kept: bool) -> None:
         del record
     gc.collect()
     assert ref() is None
+
+
+def test_a_field_kept_from_a_dropped_record_keeps_its_value() -> None:
+    detector = LoopDetector(ON)
+    record = detector.record_outcome("read", {"offset": 1}, result="one", run_id="r")
+    assert record is not None
+    timestamp, args_hash, result_hash = record.timestamp, record.args_hash, record.result_hash
+    snapshot = (float(timestamp), int(args_hash), result_hash)
+    del record
+    for offset in range(2, 6):
+        detector.record_outcome("read", {"offset": offset}, result=f"r{offset}", run_id="r")
+    assert (timestamp, args_hash, result_hash) == snapshot
+    assert detector.history(run_id="r")[0].timestamp == timestamp

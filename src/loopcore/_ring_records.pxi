@@ -104,6 +104,15 @@ cdef extern from *:
         }
     #endif
     }
+    /* The timestamp slot rewritten in place (1) when its float is held by the
+       record alone: no one else can see the value change. */
+    static int loopcore_reset_float(PyObject *obj, Py_ssize_t offset, double value) {
+        PyObject *held = *(PyObject **)((char *)obj + offset);
+        if (!PyFloat_CheckExact(held) || Py_REFCNT(held) != 1)
+            return 0;
+        ((PyFloatObject *)held)->ob_fval = value;
+        return 1;
+    }
     static Py_ssize_t loopcore_refcount(PyObject *obj) {
         return Py_REFCNT(obj);
     }
@@ -116,6 +125,9 @@ cdef extern from *:
     ) noexcept
     bint slot_is_u64 "loopcore_slot_is_u64" (
         PyObject *obj, Py_ssize_t offset, uint64_t value
+    ) noexcept
+    bint reset_float "loopcore_reset_float" (
+        PyObject *obj, Py_ssize_t offset, double value
     ) noexcept
     Py_ssize_t refcount "loopcore_refcount" (PyObject *obj) noexcept
     void decref "Py_DECREF" (PyObject *obj) noexcept
@@ -231,7 +243,11 @@ cdef object refill(
     cdef PyObject *record = <PyObject*>SPARE
     cdef uint8_t flags = outcome.flags
     args_obj = hash_value(record, 1, True, args_hash)
-    cdef object ts_obj = timestamp
+    cdef object ts_obj
+    if reset_float(record, RECORD_OFFSETS[5], timestamp):
+        ts_obj = <object>(<PyObject**>(<char*>record + RECORD_OFFSETS[5]))[0]
+    else:
+        ts_obj = timestamp
     result = hash_value(record, 6, flags & HAS_RESULT, outcome.result)
     identity = hash_value(record, 9, flags & HAS_IDENTITY, outcome.identity)
     cdef PyObject *values[11]
