@@ -13,6 +13,9 @@ cdef extern from *:
     /* A bytearray's bytes into ``out``, or -1 when it holds more than ``cap``:
        another thread may resize it (free-threaded build) between the size
        check and the copy. */
+    /* Characters of the short-str path (far below the streaming threshold). */
+    #define LC_SHORT_ASCII 256
+
     static Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) {
         Py_ssize_t n = -1;
         LC_BEGIN_CS(b);
@@ -119,7 +122,25 @@ cdef extern from *:
         }
         return 0;
     }
+
+    /* A short compact-ASCII str written whole (tag, length, bytes) when it
+       fits the ``room`` left in the buffer: the bytes written, else 0. Most
+       keys, names and small values take this path: one check of the room,
+       no streaming test, the characters copied inline. */
+    static inline Py_ssize_t lc_short_ascii(PyObject *s, unsigned char *out, Py_ssize_t room) {
+        Py_ssize_t n;
+        if (!PyUnicode_IS_COMPACT_ASCII(s))
+            return 0;
+        n = PyUnicode_GET_LENGTH(s);
+        if (n > LC_SHORT_ASCII || n + 9 > room)
+            return 0;
+        out[0] = 's';
+        lc_put_u64(out + 1, (uint64_t)n);
+        lc_copy(out + 9, (const void *)(((PyASCIIObject *)s) + 1), (size_t)n);
+        return n + 9;
+    }
     """
+    Py_ssize_t lc_short_ascii(PyObject *s, unsigned char *out, Py_ssize_t room) noexcept
     Py_ssize_t lc_bytearray_copy(PyObject *b, unsigned char *out, Py_ssize_t cap) noexcept
     int lc_unicode_ready(PyObject *s) except -1
     bint lc_compact_int(PyObject *v, long long *out) noexcept
@@ -257,6 +278,10 @@ cdef int _put_str(Encoder *enc, PyObject *s) except -1:
     cdef int kind
     cdef const void *data
     cdef unsigned char *out
+    n = lc_short_ascii(s, enc.data + enc.size, enc.capacity - enc.size)
+    if n:
+        enc.size += n
+        return 0
     lc_unicode_ready(s)
     n = lc_ulen(s)
     data = lc_udata(s)

@@ -418,6 +418,24 @@ cdef class GuardCalls(_Calls):
         return self.active_key(session, run_id)
 
     @cython.final
+    cdef inline object call_key(self, object session, object run_id):
+        """The scope key of a call; the last one when the caller passes the same objects.
+
+        The common gateway call leaves ``session`` out and no ``scope()`` was
+        ever entered: then the key is the last one made for this ``run_id``.
+        """
+        cdef tuple last
+        if not GIL_DISABLED and not self._scope_used:
+            last = <tuple>self.last_key
+            if (last[1] is run_id and last[0] is None and session is ACTIVE) or (
+                session is last[0] and run_id is last[1]
+            ):
+                return last
+        if session is ACTIVE or run_id is ACTIVE:
+            return self.active_key(session, run_id)
+        return self.key_of(session, run_id)
+
+    @cython.final
     cdef object active_key(self, object session, object run_id):
         if not self._scope_used:
             return self.key_of(
@@ -436,10 +454,7 @@ cdef class GuardCalls(_Calls):
         self, tool_name, args, *, tool_call_id=None, session=UNSCOPED, run_id=UNSCOPED
     ):
         """Check a call about to run; record it (a blocked one as a loop veto)."""
-        if session is ACTIVE or run_id is ACTIVE:
-            key = self.active_key(session, run_id)
-        else:
-            key = self.key_of(session, run_id)
+        key = self.call_key(session, run_id)
         valid_tool(tool_name)
         valid_call_id(tool_call_id)
         cdef int64_t key_hash = self.warm(key)
@@ -477,10 +492,7 @@ cdef class GuardCalls(_Calls):
 
         Raises CompactionLoopPersisted when the post-compaction guard trips.
         """
-        if session is ACTIVE or run_id is ACTIVE:
-            key = self.active_key(session, run_id)
-        else:
-            key = self.key_of(session, run_id)
+        key = self.call_key(session, run_id)
         cdef bint wanted = bool(self._armed) or bool(self._noted)
         record = self.attach(
             tool_name, args, result, error, tool_call_id, key, False, False, wanted

@@ -533,6 +533,6 @@ cdef class RingStore:
             return None
         if slot >= 0:
             return make_record(
-                stored_tool, stored_args, stored_id, key, ts, stored_unknown, &stored
+                stored_tool, stored_args, stored_id, key, ts, stored_unknown, &stored, True
             )
-        return make_record(tool_name, args_hash, call_id, key, now, unknown, &outcome)
+        return make_record(tool_name, args_hash, call_id, key, now, unknown, &outcome, True)

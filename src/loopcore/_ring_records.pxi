@@ -1,5 +1,10 @@
 # What completes a record, and how does the store build a CallRecord without running
 # its __init__, and a row's records for history() and window()? (included by _ring_c.pyx)
+#
+# The record an outcome returns is most often dropped at once (``record_outcome``
+# called for its side effect): the last one built is kept as a spare and, when
+# nothing else holds it any more, refilled in place for the next outcome instead
+# of freeing one record and allocating another.
 
 
 cdef struct Outcome:
@@ -55,10 +60,77 @@ cdef extern from *:
         Py_INCREF(value);
         *(PyObject **)((char *)obj + offset) = value;
     }
+    /* Put ``value`` in a filled slot; the old value (a reference the caller
+       now owns, released once the record is whole) or NULL when it is the
+       same object. */
+    static PyObject *loopcore_swap_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+        PyObject **slot = (PyObject **)((char *)obj + offset);
+        PyObject *old = *slot;
+        if (old == value)
+            return NULL;
+        Py_INCREF(value);
+        *slot = value;
+        return old;
+    }
+    /* Does a filled slot hold an exact int equal to ``value`` (a hash kept)?
+       Before 3.12 the digits are read in place (PyLong_AsUnsignedLongLong
+       goes through a byte array there, a few hundred instructions). */
+    static int loopcore_slot_is_u64(PyObject *obj, Py_ssize_t offset, uint64_t value) {
+        PyObject *held = *(PyObject **)((char *)obj + offset);
+        if (!PyLong_CheckExact(held))
+            return 0;
+    #if PY_VERSION_HEX < 0x030C0000
+        {
+            Py_ssize_t size = Py_SIZE(held), i;
+            const digit *d = ((PyLongObject *)held)->ob_digit;
+            uint64_t rest = value;
+            if (size < 0 || size > 3)
+                return 0;
+            for (i = 0; i < size; i++) {
+                if ((uint64_t)d[i] != (rest & PyLong_MASK))
+                    return 0;
+                rest >>= PyLong_SHIFT;
+            }
+            return rest == 0;
+        }
+    #else
+        {
+            unsigned long long v = PyLong_AsUnsignedLongLong(held);
+            if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* negative or wider than 64 bits: not this hash */
+                return 0;
+            }
+            return v == (unsigned long long)value;
+        }
+    #endif
+    }
+    /* The timestamp slot rewritten in place (1) when its float is held by the
+       record alone: no one else can see the value change. */
+    static int loopcore_reset_float(PyObject *obj, Py_ssize_t offset, double value) {
+        PyObject *held = *(PyObject **)((char *)obj + offset);
+        if (!PyFloat_CheckExact(held) || Py_REFCNT(held) != 1)
+            return 0;
+        ((PyFloatObject *)held)->ob_fval = value;
+        return 1;
+    }
+    static Py_ssize_t loopcore_refcount(PyObject *obj) {
+        return Py_REFCNT(obj);
+    }
     """
     Py_ssize_t member_offset "loopcore_member_offset" (object descr)
     void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
     object new_instance "loopcore_new_instance" (PyTypeObject *type)
+    PyObject *swap_slot "loopcore_swap_slot" (
+        PyObject *obj, Py_ssize_t offset, PyObject *value
+    ) noexcept
+    bint slot_is_u64 "loopcore_slot_is_u64" (
+        PyObject *obj, Py_ssize_t offset, uint64_t value
+    ) noexcept
+    bint reset_float "loopcore_reset_float" (
+        PyObject *obj, Py_ssize_t offset, double value
+    ) noexcept
+    Py_ssize_t refcount "loopcore_refcount" (PyObject *obj) noexcept
+    void decref "Py_DECREF" (PyObject *obj) noexcept
 
 # In make_record's order; the fast path needs them to be all of CallRecord's fields.
 _RECORD_FIELDS = (
@@ -89,6 +161,11 @@ cdef PyTypeObject *RECORD_TYPE = <PyTypeObject*>CallRecord
 cdef tuple KIND_NAMES = OUTCOME_KINDS
 
 
+# The record built last for an outcome (GIL builds only: a refcount of one must
+# mean that no other thread can take it meanwhile).
+cdef object SPARE = None
+
+
 cdef object make_record(
     object tool_name,
     uint64_t args_hash,
@@ -97,16 +174,29 @@ cdef object make_record(
     double timestamp,
     object unknown,
     Outcome *outcome,
+    bint spare=False,
 ):
+    """The ``CallRecord``; with ``spare`` (an outcome's record, built with the lock
+    released) the spare one when nothing else holds it."""
     cdef uint8_t flags = outcome.flags
-    cdef object result = outcome.result if flags & HAS_RESULT else None
-    cdef object identity = outcome.identity if flags & HAS_IDENTITY else None
     cdef object kind = KIND_NAMES[(flags & KIND_BITS) >> KIND_SHIFT]
     cdef object no_progress = (flags & NO_PROGRESS) != 0
     cdef tuple key_tuple = <tuple>key
     session = key_tuple[0]
     if type(session) is SessionRef:
         session = (<object>session).value  # the host's own session object
+    # Only records of builtin values are kept: a spare must never keep a host's
+    # session alive, nor run its finaliser when refilled.
+    spare = spare and not GIL_DISABLED and FAST_RECORDS and (
+        session is None or type(session) is str or type(session) is int
+    ) and (key_tuple[1] is None or type(key_tuple[1]) is str)
+    if spare and SPARE is not None and refcount(<PyObject*>SPARE) == 1:
+        return refill(
+            tool_name, args_hash, call_id, session, key_tuple[1], timestamp, unknown, kind,
+            no_progress, outcome,
+        )
+    cdef object result = outcome.result if flags & HAS_RESULT else None
+    cdef object identity = outcome.identity if flags & HAS_IDENTITY else None
     if not FAST_RECORDS:
         return CallRecord(
             tool_name, args_hash, call_id, session, key_tuple[1], timestamp, result, unknown,
@@ -124,7 +214,66 @@ cdef object make_record(
     fill_slot(record, RECORD_OFFSETS[8], kind)
     fill_slot(record, RECORD_OFFSETS[9], identity)
     fill_slot(record, RECORD_OFFSETS[10], no_progress)
+    if spare:
+        # The previous spare is held elsewhere (else it was refilled): no finaliser runs.
+        global SPARE
+        SPARE = record
     return record
+
+
+cdef inline object hash_value(PyObject *record, Py_ssize_t field, bint present, uint64_t value):
+    """A hash field's new value: the int already in the slot when it equals it."""
+    if not present:
+        return None
+    if slot_is_u64(record, RECORD_OFFSETS[field], value):
+        return <object>(<PyObject**>(<char*>record + RECORD_OFFSETS[field]))[0]
+    return value
+
+
+cdef object refill(
+    object tool_name, uint64_t args_hash, object call_id, object session, object run_id,
+    double timestamp, object unknown, object kind, object no_progress, Outcome *outcome,
+):
+    """The spare record (held by nothing else) with this record's fields.
+
+    Every new value is made first, then the slots are swapped (nothing can
+    fail midway), then the old values are released (builtin values: no
+    finaliser runs, even where one was written into the slots meanwhile).
+    """
+    cdef PyObject *record = <PyObject*>SPARE
+    cdef uint8_t flags = outcome.flags
+    args_obj = hash_value(record, 1, True, args_hash)
+    cdef object ts_obj
+    if reset_float(record, RECORD_OFFSETS[5], timestamp):
+        ts_obj = <object>(<PyObject**>(<char*>record + RECORD_OFFSETS[5]))[0]
+    else:
+        ts_obj = timestamp
+    result = hash_value(record, 6, flags & HAS_RESULT, outcome.result)
+    identity = hash_value(record, 9, flags & HAS_IDENTITY, outcome.identity)
+    cdef PyObject *values[11]
+    cdef PyObject *old[11]
+    cdef Py_ssize_t i, n = 0
+    values[0] = <PyObject*>tool_name
+    values[1] = <PyObject*>args_obj
+    values[2] = <PyObject*>call_id
+    values[3] = <PyObject*>session
+    values[4] = <PyObject*>run_id
+    values[5] = <PyObject*>ts_obj
+    values[6] = <PyObject*>result
+    values[7] = <PyObject*>unknown
+    values[8] = <PyObject*>kind
+    values[9] = <PyObject*>identity
+    values[10] = <PyObject*>no_progress
+    for i in range(11):
+        old[n] = swap_slot(record, RECORD_OFFSETS[i], values[i])
+        if old[n] != NULL:
+            n += 1
+    # The caller's reference first: a finaliser that builds another outcome's
+    # record must not find this one free.
+    out = <object>record
+    for i in range(n):
+        decref(old[i])
+    return out
 
 
 cdef list row_records(RingStore self, object key, Py_ssize_t row, bint raw):

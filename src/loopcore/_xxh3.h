@@ -7,12 +7,14 @@
  * an external C library. Written from the published algorithm; only the
  * numeric constants and the default secret are taken from the specification.
  *
- * Plain scalar C99: no SIMD, no alignment requirements, same output on little-
- * and big-endian hosts. Depends only on <stdint.h>, <stddef.h>, <string.h>.
+ * Plain C99 (the long-input stripes in SSE2 where the compiler targets it),
+ * no alignment requirements, same output on little- and big-endian hosts.
+ * Depends only on <stdint.h>, <stddef.h>, <string.h> (and <emmintrin.h>).
  *
  * Test knobs (never set them in production builds):
  *   LOOPCORE_XXH3_PORTABLE_MUL     use the 32-bit-limb 64x64->128 multiply
  *   LOOPCORE_XXH3_BYTEWISE_READS   use the endian-neutral byte-by-byte reads
+ *   LOOPCORE_XXH3_SCALAR           use the scalar stripes even with SSE2
  */
 #ifndef LOOPCORE_XXH3_H
 #define LOOPCORE_XXH3_H
@@ -265,6 +267,27 @@ static inline uint64_t loopcore_xxh3_upto240(const uint8_t *p, size_t len,
 
 /* ---- > 240 bytes: eight-lane accumulator --------------------------------- */
 
+#if defined(__SSE2__) && !defined(LOOPCORE_XXH3_SCALAR)
+#include <emmintrin.h>
+/* The same lanes two at a time in SSE2 registers (every x86-64 host has
+ * them): the 32x32 products are _mm_mul_epu32 of the keyed words and of
+ * their high halves moved down, the neighbour's word a swap of the two lanes. */
+static inline void loopcore_xxh3_stripe(uint64_t acc[8], const uint8_t *p,
+                                        const uint8_t *key)
+{
+    size_t i;
+    for (i = 0; i < 8; i += 2) {
+        __m128i data = _mm_loadu_si128((const __m128i *)(const void *)(p + 8 * i));
+        __m128i keyed = _mm_xor_si128(
+            data, _mm_loadu_si128((const __m128i *)(const void *)(key + 8 * i)));
+        __m128i product = _mm_mul_epu32(keyed, _mm_shuffle_epi32(keyed, _MM_SHUFFLE(0, 3, 0, 1)));
+        __m128i swapped = _mm_shuffle_epi32(data, _MM_SHUFFLE(1, 0, 3, 2));
+        __m128i lanes = _mm_loadu_si128((const __m128i *)(void *)(acc + i));
+        lanes = _mm_add_epi64(lanes, _mm_add_epi64(product, swapped));
+        _mm_storeu_si128((__m128i *)(void *)(acc + i), lanes);
+    }
+}
+#else
 static inline void loopcore_xxh3_stripe(uint64_t acc[8], const uint8_t *p,
                                         const uint8_t *key)
 {
@@ -280,6 +303,7 @@ static inline void loopcore_xxh3_stripe(uint64_t acc[8], const uint8_t *p,
         acc[i + 1] += d0 + (k1 & 0xFFFFFFFFu) * (k1 >> 32);
     }
 }
+#endif
 
 static inline void loopcore_xxh3_scramble(uint64_t acc[8], const uint8_t *key)
 {
