@@ -241,6 +241,10 @@ cdef object refill(
     finaliser runs, even where one was written into the slots meanwhile).
     """
     cdef PyObject *record = <PyObject*>SPARE
+    # The caller's reference first, before anything allocates: a collection
+    # that runs a finaliser building another outcome's record must find this
+    # one held, not free to refill under us.
+    out = <object>record
     cdef uint8_t flags = outcome.flags
     args_obj = hash_value(record, 1, True, args_hash)
     cdef object ts_obj
@@ -268,9 +272,6 @@ cdef object refill(
         old[n] = swap_slot(record, RECORD_OFFSETS[i], values[i])
         if old[n] != NULL:
             n += 1
-    # The caller's reference first: a finaliser that builds another outcome's
-    # record must not find this one free.
-    out = <object>record
     for i in range(n):
         decref(old[i])
     return out
