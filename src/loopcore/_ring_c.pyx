@@ -47,41 +47,6 @@ __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
 IMPLEMENTATION = "cython"
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define LOOPCORE_PREFETCH(p) __builtin_prefetch((const void *)(p))
-    #else
-    #define LOOPCORE_PREFETCH(p) ((void)(p))
-    #endif
-    #ifdef Py_GIL_DISABLED
-    #define LOOPCORE_GIL_DISABLED 1
-    #else
-    #define LOOPCORE_GIL_DISABLED 0
-    #endif
-    /* The UTF-8 bytes of a str: its own buffer when it is compact ASCII. */
-    static const char *loopcore_ascii(PyObject *s, Py_ssize_t *size) {
-        if (PyUnicode_IS_COMPACT_ASCII(s)) {
-            *size = PyUnicode_GET_LENGTH(s);
-            return (const char *)PyUnicode_DATA(s);
-        }
-        return NULL;
-    }
-    """
-    void prefetch "LOOPCORE_PREFETCH" (const void *p) noexcept nogil
-    # With the GIL, a section that runs no Python code needs no lock of its own.
-    const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
-    const char *ascii_bytes "loopcore_ascii" (object s, Py_ssize_t *size)
-
-cdef extern from "_lock.h":
-    void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
-    void release "loopcore_lock_release" (loopcore_lock *lock)
-
-cdef extern from "Python.h":
-    # 3.10+: switch the cyclic collector off and on; both return the previous state.
-    int PyGC_Enable() noexcept
-    int PyGC_Disable() noexcept
-
 
 def scan_window(ring, tool_name, args_hash):
     """Every SPEC §4/§8 count over a non-empty ring of records, oldest first.
@@ -94,43 +59,8 @@ def scan_window(ring, tool_name, args_hash):
     return reference(ring, tool_name, args_hash)
 
 
-cdef enum:
-    SLOT_EMPTY = 0
-    SLOT_DELETED = -1
-    # Old-table slots moved to the new table per new scope while the table grows.
-    MIGRATE_STEP = 8
-    # Rows per chunk of bookkeeping (and of keys): a power of two.
-    ROW_CHUNK_SHIFT = 12
-    ROW_CHUNK = 1 << ROW_CHUNK_SHIFT
-    ROW_CHUNK_MASK = ROW_CHUNK - 1
-    # A record's flag byte: what its optional fields hold, and its outcome.
-    HAS_RESULT = 1
-    HAS_UNKNOWN = 2
-    HAS_CALL_ID = 4
-    # The call id is in ``long_ids``, not inline.
-    LONG_ID = 8
-    # The outcome kind's code (SPEC §8.0, ``_records.KIND_*``) in bits 4-5.
-    KIND_SHIFT = 4
-    KIND_BITS = 0x30
-    VETO = 0x10
-    TERMINAL = 0x20
-    # The outcome itself proves nothing changed (SPEC §8.3's churn reads it).
-    NO_PROGRESS = 0x40
-    HAS_IDENTITY = 0x80
-    # A record is complete once it has a result or an outcome kind (SPEC §8.0).
-    COMPLETE = HAS_RESULT | KIND_BITS
-    # Inline bytes of a call id: OpenAI's and Anthropic's ids fit.
-    ID_BYTES = 32
-    NO_NAME = 0xFFFFFFFF
-    # Bytes of one record in a row's block: four 8-byte columns, two 4-byte, flags.
-    RECORD_BYTES = 4 * 8 + 2 * 4 + 1
-    # What a row scan returns when its churn walk needs the heap variant table.
-    NEED_VARIANTS = 2
-
-if KIND_VETO << KIND_SHIFT != VETO or KIND_TERMINAL_EXEC << KIND_SHIFT != TERMINAL:
-    raise ImportError("loopcore._ring_c: the outcome kind codes of _records moved")
-
-
+include "_ring_platform.pxi"
+include "_ring_layout.pxi"
 include "_ring_records.pxi"
 include "_ring_memory.pxi"
 include "_ring_scan.pxi"

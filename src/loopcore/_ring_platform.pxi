@@ -1,0 +1,37 @@
+# Which C helpers does the store take from the compiler, its lock and CPython?
+# (included by _ring_c.pyx)
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define LOOPCORE_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    #else
+    #define LOOPCORE_PREFETCH(p) ((void)(p))
+    #endif
+    #ifdef Py_GIL_DISABLED
+    #define LOOPCORE_GIL_DISABLED 1
+    #else
+    #define LOOPCORE_GIL_DISABLED 0
+    #endif
+    /* The UTF-8 bytes of a str: its own buffer when it is compact ASCII. */
+    static const char *loopcore_ascii(PyObject *s, Py_ssize_t *size) {
+        if (PyUnicode_IS_COMPACT_ASCII(s)) {
+            *size = PyUnicode_GET_LENGTH(s);
+            return (const char *)PyUnicode_DATA(s);
+        }
+        return NULL;
+    }
+    """
+    void prefetch "LOOPCORE_PREFETCH" (const void *p) noexcept nogil
+    # With the GIL, a section that runs no Python code needs no lock of its own.
+    const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
+    const char *ascii_bytes "loopcore_ascii" (object s, Py_ssize_t *size)
+
+cdef extern from "_lock.h":
+    void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
+    void release "loopcore_lock_release" (loopcore_lock *lock)
+
+cdef extern from "Python.h":
+    # 3.10+: switch the cyclic collector off and on; both return the previous state.
+    int PyGC_Enable() noexcept
+    int PyGC_Disable() noexcept
