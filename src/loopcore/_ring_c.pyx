@@ -106,8 +106,9 @@ cdef class RingStore:
             PyMem_RawFree(meta_at(self, row)[0].ids)
             PyMem_RawFree(meta_at(self, row)[0].identity)
         for row in range(0, self.capacity, ROW_CHUNK):
-            PyMem_RawFree(self.meta_chunks[row >> ROW_CHUNK_SHIFT])
+            PyMem_RawFree(self.chunk_blocks[row >> ROW_CHUNK_SHIFT])
         PyMem_RawFree(self.meta_chunks)
+        PyMem_RawFree(self.chunk_blocks)
         PyMem_RawFree(self.slots)
         PyMem_RawFree(self.old_slots)
         PyMem_Free(self.name_refs)
@@ -234,7 +235,7 @@ cdef class RingStore:
             row = -1 if head is None else <Py_ssize_t>head
             while row >= 0:
                 keys.append(key_at(self, row))
-                row = meta_at(self, row).sess_next
+                row = links_at(self, row).sess_next
         finally:
             leave(self, gc_was)
         if not keys:
@@ -295,12 +296,12 @@ cdef class RingStore:
     cdef int64_t warm(self, object key) except? -1:
         """Start fetching the scope's row, so that hashing the args hides the wait.
 
-        With many live scopes a row is rarely in cache; the scan reads its args
-        column and newest slot, the append writes next to them. Returns the
-        key's hash, for the scan that follows (``scan_raw``).
+        With many live scopes a row is rarely in cache: every line a call will
+        touch is asked for here at once (``row_prefetch``), rather than waited
+        for one by one. Returns the key's hash, for the scan that follows
+        (``scan_raw``).
         """
-        cdef Py_ssize_t row, slot, newest, offset
-        cdef Cols c
+        cdef Py_ssize_t row
         cdef int64_t key_hash = key_hash_of(self, key)
         if not GIL_DISABLED and key is self.found_key:
             return key_hash  # the row this key found last: just used, still cached
@@ -308,19 +309,8 @@ cdef class RingStore:
         try:
             # A lookup, not a use: the LRU order changes only when the call does.
             row = row_lookup(self, key, key_hash)
-            if row < 0 or meta_at(self, row)[0].block == NULL:
-                return key_hash
-            cols_of(meta_at(self, row), &c)
-            slot = meta_at(self, row)[0].head
-            newest = slot - 1 if slot > 0 else self.history_size - 1
-            # The first lines of the args column; the hardware prefetcher follows on.
-            for offset in range(0, min(meta_at(self, row)[0].fill, 256), 8):
-                prefetch(&c.args[offset])
-            prefetch(&c.tool[newest])
-            prefetch(&c.result[newest])
-            prefetch(&c.flag[newest])
-            if slot < meta_at(self, row)[0].cap:
-                prefetch(&c.ts[slot])
+            if row >= 0:
+                row_prefetch(self, row)
         finally:
             leave(self, gc_was)
         return key_hash

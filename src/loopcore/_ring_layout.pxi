@@ -10,6 +10,8 @@ cdef enum:
     ROW_CHUNK_SHIFT = 12
     ROW_CHUNK = 1 << ROW_CHUNK_SHIFT
     ROW_CHUNK_MASK = ROW_CHUNK - 1
+    # Bytes of a cache line: a row's bookkeeping is one.
+    CACHE_LINE = 64
     # A record's flag byte: what its optional fields hold, and its outcome.
     HAS_RESULT = 1
     HAS_UNKNOWN = 2
@@ -36,3 +38,6 @@ cdef enum:
 
 if KIND_VETO << KIND_SHIFT != VETO or KIND_TERMINAL_EXEC << KIND_SHIFT != TERMINAL:
     raise ImportError("loopcore._ring_c: the outcome kind codes of _records moved")
+
+if sizeof(RowMeta) != CACHE_LINE:
+    raise ImportError("loopcore._ring_c: a row's bookkeeping no longer fills one cache line")

@@ -5,8 +5,10 @@ cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
     #define LOOPCORE_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    #define LOOPCORE_PREFETCH_WRITE(p) __builtin_prefetch((const void *)(p), 1)
     #else
     #define LOOPCORE_PREFETCH(p) ((void)(p))
+    #define LOOPCORE_PREFETCH_WRITE(p) ((void)(p))
     #endif
     #ifdef Py_GIL_DISABLED
     #define LOOPCORE_GIL_DISABLED 1
@@ -23,6 +25,7 @@ cdef extern from *:
     }
     """
     void prefetch "LOOPCORE_PREFETCH" (const void *p) noexcept nogil
+    void prefetch_write "LOOPCORE_PREFETCH_WRITE" (const void *p) noexcept nogil
     # With the GIL, a section that runs no Python code needs no lock of its own.
     const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
     const char *ascii_bytes "loopcore_ascii" (object s, Py_ssize_t *size)

@@ -7,17 +7,22 @@
 cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2:
     """The key's row, marked most recently used; -1 when the scope has none."""
     cdef Py_ssize_t row
+    cdef RowMeta *m
     if key is self.found_key:
         row = self.found_row
     else:
         row = row_lookup(self, key, key_hash)
         if row < 0:
             return -1
-        # Only the stored key is remembered: a caller's equal key (and the
-        # objects in it) must not outlive the call.
-        if key_at(self, row) is key:
+        # Remembered only when its parts are the stored key's very objects: a
+        # caller's merely equal key (and the objects in it) must not outlive
+        # the call. Compared in the row's bookkeeping, not the key list, whose
+        # line a cold row would wait for.
+        m = meta_at(self, row)
+        if m.session == <PyObject*>(<tuple>key)[0] and m.run_id == <PyObject*>(<tuple>key)[1]:
             self.found_key = key
             self.found_row = row
+            self.found_hash = key_hash
     lru_touch(self, <int32_t>row)
     return row
 
@@ -40,6 +45,42 @@ cdef inline Py_ssize_t probe(
             ):
                 return entry - 1
         index = (index + 1) & mask
+
+
+cdef void row_prefetch(RingStore self, Py_ssize_t row) noexcept:
+    """Ask for the lines a call on this row reads and writes (caller holds the lock).
+
+    The scan reads the whole args column and the newest record's tool and
+    flags; the append and the outcome write the next slot's fields, and moving
+    the row to the LRU front writes its two neighbours' bookkeeping.
+    """
+    cdef RowMeta *m = meta_at(self, row)
+    if row != self.newest_row:
+        if m.older >= 0:
+            prefetch_write(meta_at(self, m.older))
+        if m.newer >= 0:
+            prefetch_write(meta_at(self, m.newer))
+    if m.block == NULL:
+        return
+    cdef Cols c
+    cols_of(m, &c)
+    cdef Py_ssize_t slot = m.head
+    cdef Py_ssize_t newest = slot - 1 if slot > 0 else self.history_size - 1
+    # By line, from the column's first byte to its last record's (at most 32
+    # lines: the hardware prefetcher follows on).
+    cdef size_t line = <size_t>c.args & ~(<size_t>CACHE_LINE - 1)
+    cdef size_t end = <size_t>&c.args[min(<Py_ssize_t>m.fill, 256)]
+    while line < end:
+        prefetch(<void*>line)
+        line += CACHE_LINE
+    prefetch(&c.tool[newest])
+    prefetch(&c.flag[newest])
+    prefetch(&c.result[newest])
+    if slot < m.cap:
+        prefetch_write(&c.ts[slot])
+        prefetch_write(&c.result[slot])
+        prefetch_write(&c.tool[slot])
+        prefetch_write(&c.flag[slot])
 
 
 cdef Py_ssize_t row_lookup(RingStore self, object key, int64_t key_hash) except -2:
@@ -69,16 +110,16 @@ cdef inline void slot_put(Slot *slots, Py_ssize_t mask, uint32_t key_hash, int32
 
 cdef int table_insert(RingStore self, int32_t row) except -1:
     # The caller made room: at most half the slots are in use.
-    slot_put(self.slots, self.table_mask, <uint32_t>meta_at(self, row)[0].key_hash, row + 1,
+    slot_put(self.slots, self.table_mask, meta_at(self, row)[0].key_hash, row + 1,
              &self.table_used)
     return 0
 
 
 cdef inline bint slot_delete(
-    Slot *slots, Py_ssize_t mask, int64_t key_hash, int32_t row
+    Slot *slots, Py_ssize_t mask, uint32_t key_hash, int32_t row
 ) noexcept nogil:
     # Tombstoned, not emptied, so that probes for keys further on go on.
-    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>mask)
+    cdef Py_ssize_t index = <Py_ssize_t>(key_hash & <uint64_t>mask)
     cdef int32_t entry
     while True:
         entry = slots[index].entry
@@ -91,7 +132,7 @@ cdef inline bint slot_delete(
 
 
 cdef void table_delete(RingStore self, int32_t row) noexcept:
-    cdef int64_t key_hash = meta_at(self, row)[0].key_hash
+    cdef uint32_t key_hash = meta_at(self, row)[0].key_hash
     if not slot_delete(self.slots, self.table_mask, key_hash, row) and self.old_slots != NULL:
         slot_delete(self.old_slots, self.old_mask, key_hash, row)
 
@@ -300,7 +341,7 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     m.block = NULL
     m.ids = NULL
     m.identity = NULL
-    m.key_hash = key_hash
+    m.key_hash = <uint32_t>key_hash
     m.session = <PyObject*>session
     m.run_id = <PyObject*>(<tuple>key)[1]
     table_insert(self, row)
@@ -308,10 +349,11 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     # The session's rows are a list through their bookkeeping, its newest row in
     # ``by_session``: a session with many runs never rehashes a set of them.
     head = self.by_session.get(session)
-    m.sess_prev = -1
-    m.sess_next = -1 if head is None else <int32_t>head
+    cdef RowLinks *links = links_at(self, row)
+    links.sess_prev = -1
+    links.sess_next = -1 if head is None else <int32_t>head
     if head is not None:
-        meta_at(self, <Py_ssize_t>head).sess_prev = row
+        links_at(self, <Py_ssize_t>head).sess_prev = row
     self.by_session[session] = row
     lru_link_newest(self, row)
     self.live += 1
@@ -341,12 +383,13 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
     self.found_key = None
     key_set(self, row, None)
     session = (<tuple>key)[0]
-    if m.sess_next >= 0:
-        meta_at(self, m.sess_next).sess_prev = m.sess_prev
-    if m.sess_prev >= 0:
-        meta_at(self, m.sess_prev).sess_next = m.sess_next
-    elif m.sess_next >= 0:
-        self.by_session[session] = m.sess_next
+    cdef RowLinks *links = links_at(self, row)
+    if links.sess_next >= 0:
+        links_at(self, links.sess_next).sess_prev = links.sess_prev
+    if links.sess_prev >= 0:
+        links_at(self, links.sess_prev).sess_next = links.sess_next
+    elif links.sess_next >= 0:
+        self.by_session[session] = links.sess_next
     else:
         del self.by_session[session]
     lru_unlink(self, <int32_t>row)
@@ -404,6 +447,11 @@ cdef inline RowMeta *meta_at(RingStore self, Py_ssize_t row) noexcept nogil:
     return &self.meta_chunks[row >> ROW_CHUNK_SHIFT][row & ROW_CHUNK_MASK]
 
 
+cdef inline RowLinks *links_at(RingStore self, Py_ssize_t row) noexcept nogil:
+    # A chunk's links follow its ROW_CHUNK bookkeeping entries.
+    return &(<RowLinks*>&self.meta_chunks[row >> ROW_CHUNK_SHIFT][ROW_CHUNK])[row & ROW_CHUNK_MASK]
+
+
 cdef inline object key_at(RingStore self, Py_ssize_t row):
     return (<list>self.row_keys[row >> ROW_CHUNK_SHIFT])[row & ROW_CHUNK_MASK]
 
@@ -422,18 +470,30 @@ cdef int32_t row_fresh(RingStore self) except -1:
     """
     cdef Py_ssize_t row = self.capacity
     cdef Py_ssize_t chunk = row >> ROW_CHUNK_SHIFT
-    cdef RowMeta **grown
+    cdef Py_ssize_t slots
+    cdef void *block
     cdef int gc_was
     if row & ROW_CHUNK_MASK == 0:
         if chunk >= self.chunk_slots:
-            grown = <RowMeta**>checked_raw_realloc(
-                self.meta_chunks, max(8, 2 * self.chunk_slots), sizeof(RowMeta*)
+            slots = max(8, 2 * self.chunk_slots)
+            self.meta_chunks = <RowMeta**>checked_raw_realloc(
+                self.meta_chunks, slots, sizeof(RowMeta*)
             )
-            self.meta_chunks = grown
-            self.chunk_slots = max(8, 2 * self.chunk_slots)
-        self.meta_chunks[chunk] = <RowMeta*>PyMem_RawCalloc(ROW_CHUNK, sizeof(RowMeta))
-        if self.meta_chunks[chunk] == NULL:
+            self.chunk_blocks = <void**>checked_raw_realloc(
+                self.chunk_blocks, slots, sizeof(void*)
+            )
+            self.chunk_slots = slots
+        # The bookkeeping, then the links; a line's worth more, so that each
+        # row's ``RowMeta`` starts a cache line.
+        block = PyMem_RawCalloc(
+            1, ROW_CHUNK * (sizeof(RowMeta) + sizeof(RowLinks)) + CACHE_LINE
+        )
+        if block == NULL:
             raise MemoryError()
+        self.chunk_blocks[chunk] = block
+        self.meta_chunks[chunk] = <RowMeta*>(
+            (<size_t>block + CACHE_LINE - 1) & ~(<size_t>CACHE_LINE - 1)
+        )
         gc_was = PyGC_Disable()  # a new list: no collection may run under the lock
         try:
             self.row_keys.append([None] * ROW_CHUNK)
