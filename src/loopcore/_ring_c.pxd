@@ -50,6 +50,9 @@ cdef struct Slot:
     # past).
     uint32_t key_hash
     int32_t entry
+    # The row's block (``RowMeta.block``), so that a call can ask for the
+    # row's records as soon as it has the entry (see ``warm``).
+    char *block
 
 
 cdef struct Variant:

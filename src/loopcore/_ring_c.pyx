@@ -65,6 +65,7 @@ include "_ring_records.pxi"
 include "_ring_memory.pxi"
 include "_ring_scan.pxi"
 include "_ring_churn.pxi"
+include "_ring_table.pxi"
 include "_ring_rows.pxi"
 include "_ring_edit.pxi"
 
@@ -296,21 +297,19 @@ cdef class RingStore:
     cdef int64_t warm(self, object key) except? -1:
         """Start fetching the scope's row, so that hashing the args hides the wait.
 
-        With many live scopes a row is rarely in cache: every line a call will
-        touch is asked for here at once (``row_prefetch``), rather than waited
-        for one by one. Returns the key's hash, for the scan that follows
-        (``scan_raw``).
+        With many live scopes a row is rarely in cache: the lines the scan
+        reads are asked for here at once (``table_prefetch``), rather than
+        waited for one by one. Returns the key's hash, for the scan that
+        follows (``scan_raw``).
         """
-        cdef Py_ssize_t row
         cdef int64_t key_hash = key_hash_of(self, key)
         if not GIL_DISABLED and key is self.found_key:
             return key_hash  # the row this key found last: just used, still cached
+        # The table entry is the one line waited for: the row's bookkeeping and
+        # records are asked for at once, and the scan checks the key.
         cdef int gc_was = enter(self)
         try:
-            # A lookup, not a use: the LRU order changes only when the call does.
-            row = row_lookup(self, key, key_hash)
-            if row >= 0:
-                row_prefetch(self, row)
+            table_prefetch(self, key_hash)
         finally:
             leave(self, gc_was)
         return key_hash
@@ -332,6 +331,8 @@ cdef class RingStore:
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
+            if row >= 0:
+                row_prefetch(self, row)
             tool_index = name_find(self, tool_name)
             if row < 0:
                 memset(out, 0, sizeof(Scan))
