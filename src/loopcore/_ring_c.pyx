@@ -328,10 +328,12 @@ cdef class RingStore:
         tool_name = exact(tool_name)
         call_id = exact(call_id)
         cdef int64_t tool_index
+        # A key other than the one found last: its row is most likely cold.
+        cdef bint cold = key is not self.found_key
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
-            if row >= 0:
+            if row >= 0 and cold:
                 row_prefetch(self, row)
             tool_index = name_find(self, tool_name)
             if row < 0:
