@@ -177,3 +177,18 @@ def test_detectors_agree_over_a_shuffled_round_robin(leg: str) -> None:
             for det in twins
         )
         assert compiled == python, run_id
+
+
+def test_a_large_table_is_moved_and_given_back_without_losing_a_scope() -> None:
+    # 140,000 scopes: the table grows past a megabyte, so the tables it leaves are
+    # mapped and given back a slice per new scope; scopes are dropped meanwhile.
+    store = _ring_c.RingStore(2, 200_000)
+    keys = [(None, f"run-{n}") for n in range(140_000)]
+    for n, key in enumerate(keys):
+        store.append(key, "read", n, None)
+        if n % 5 == 4:
+            assert store.drop(keys[n - 3])
+    assert len(store) == 140_000 - 140_000 // 5
+    for n, key in enumerate(keys):
+        window = store.window((None, fresh(key[1])))
+        assert [record[1] for record in window] == ([] if n % 5 == 1 else [n]), n

@@ -116,6 +116,11 @@ cdef class RingStore:
     cdef Slot *old_slots
     cdef Py_ssize_t old_mask
     cdef Py_ssize_t old_cursor
+    # A table all moved over, given back a slice per new scope (its bytes, and
+    # how many of them are given back so far): see ``_ring_pages.h``.
+    cdef Slot *retired
+    cdef size_t retired_size
+    cdef size_t retired_done
     # The rows' scope keys, in lists of ROW_CHUNK (one list per chunk).
     cdef list row_keys
     # A session's newest row (its rows are linked through ``sess_next``).

@@ -110,8 +110,9 @@ cdef class RingStore:
             PyMem_RawFree(self.chunk_blocks[row >> ROW_CHUNK_SHIFT])
         PyMem_RawFree(self.meta_chunks)
         PyMem_RawFree(self.chunk_blocks)
-        PyMem_RawFree(self.slots)
-        PyMem_RawFree(self.old_slots)
+        pages_free(self.slots, (self.table_mask + 1) * sizeof(Slot), 0)
+        pages_free(self.old_slots, (self.old_mask + 1) * sizeof(Slot), 0)
+        pages_free(self.retired, self.retired_size, self.retired_done)
         PyMem_Free(self.name_refs)
         PyMem_RawFree(self.variants)
 

@@ -6,6 +6,8 @@ cdef enum:
     SLOT_DELETED = -1
     # Old-table slots moved to the new table per new scope while the table grows.
     MIGRATE_STEP = 8
+    # Bytes of a retired table given back per new scope (a whole number of pages).
+    RELEASE_BYTES = 1 << 16
     # Rows per chunk of bookkeeping (and of keys): a power of two.
     ROW_CHUNK_SHIFT = 12
     ROW_CHUNK = 1 << ROW_CHUNK_SHIFT

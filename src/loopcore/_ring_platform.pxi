@@ -30,6 +30,13 @@ cdef extern from *:
     const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
     const char *ascii_bytes "loopcore_ascii" (object s, Py_ssize_t *size)
 
+cdef extern from "_ring_pages.h":
+    void *pages_alloc "loopcore_table_alloc" (size_t size) noexcept nogil
+    size_t pages_release "loopcore_table_release" (
+        void *block, size_t size, size_t start, size_t end
+    ) noexcept nogil
+    void pages_free "loopcore_table_free" (void *block, size_t size, size_t released) noexcept nogil
+
 cdef extern from "_lock.h":
     void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
     void release "loopcore_lock_release" (loopcore_lock *lock)

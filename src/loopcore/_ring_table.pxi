@@ -195,12 +195,43 @@ cdef void table_delete(RingStore self, int32_t row) noexcept:
 
 
 cdef Slot *table_alloc(Py_ssize_t size) except NULL:
-    # calloc: all empty, and a large table's pages are zeroed by the system only
+    # Zeroed (all empty), and a large table's pages are zeroed by the system only
     # when first touched, never in one go here.
-    cdef Slot *slots = <Slot*>PyMem_RawCalloc(size, sizeof(Slot))
+    if <size_t>size > (<size_t>-1) // sizeof(Slot) // 2:
+        raise MemoryError()
+    cdef Slot *slots = <Slot*>pages_alloc(size * sizeof(Slot))
     if slots == NULL:
         raise MemoryError()
     return slots
+
+
+cdef void table_retire(RingStore self) noexcept:
+    """The old table is all moved over: it is given back from the next new scope on."""
+    pages_free(self.retired, self.retired_size, self.retired_done)  # not expected: done
+    self.retired = self.old_slots
+    self.retired_size = (self.old_mask + 1) * sizeof(Slot)
+    self.retired_done = 0
+    self.old_slots = NULL
+
+
+cdef void table_give_back(RingStore self) noexcept:
+    """Give back the next slice of the retired table; free it once all is given back.
+
+    Unmapping a large table at once is a pause of a millisecond or more; a
+    slice of RELEASE_BYTES per new scope is a few microseconds, and the whole
+    is given back long before the table could grow again.
+    """
+    cdef size_t done = pages_release(
+        self.retired, self.retired_size, self.retired_done, self.retired_done + RELEASE_BYTES
+    )
+    if done == self.retired_done or done >= self.retired_size:
+        # All given back, or the table is one the system takes back only whole.
+        pages_free(self.retired, self.retired_size, done)
+        self.retired = NULL
+        self.retired_size = 0
+        self.retired_done = 0
+    else:
+        self.retired_done = done
 
 
 cdef void table_migrate(RingStore self, Py_ssize_t steps) noexcept:
@@ -218,8 +249,7 @@ cdef void table_migrate(RingStore self, Py_ssize_t steps) noexcept:
         self.old_cursor += 1
         steps -= 1
     if self.old_cursor >= end:
-        PyMem_RawFree(self.old_slots)
-        self.old_slots = NULL
+        table_retire(self)
 
 
 cdef int table_make_room(RingStore self) except -1:
@@ -231,6 +261,8 @@ cdef int table_make_room(RingStore self) except -1:
     most half full, has a quarter of its size to go, and the old table has at
     most twice its slots), so no single call rebuilds the table.
     """
+    if self.retired != NULL:
+        table_give_back(self)
     if self.old_slots != NULL:
         table_migrate(self, MIGRATE_STEP)
     if (self.table_used + 1) * 4 <= 3 * (self.table_mask + 1):
