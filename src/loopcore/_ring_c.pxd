@@ -11,36 +11,48 @@ cdef extern from "_lock.h":
 
 
 cdef struct RowMeta:
+    # What a call reads of its row, in one 64-byte cache line (the chunks are
+    # aligned to it): with many live scopes the row is rarely cached, and each
+    # line more is one more wait.
     int32_t head
     int32_t fill
     int32_t older
     int32_t newer
-    # The scope key's hash and parts (borrowed: row_keys holds the key), so a
-    # lookup that is handed the same objects never leaves this cache line.
-    int64_t key_hash
+    # The scope key's parts (borrowed: row_keys holds the key), so a lookup
+    # that is handed the same objects compares pointers only.
     PyObject *session
     PyObject *run_id
     # The row's records, allocated on demand and grown up to ``history_size``:
     # ``block`` holds the columns for ``cap`` records (see ``Cols``), ``ids``
-    # the inline call ids once the row has one.
+    # the inline call ids once the row has one, ``identity`` terminal
+    # failures' identity hashes (SPEC §8.4) once the row stores one.
     char *block
     char *ids
-    int32_t cap
-    # Terminal failures' identity hashes (SPEC §8.4), once the row stores one:
-    # last, so the fields a lookup and a scan read share the first 64 bytes.
     uint64_t *identity
-    # The other rows of this row's session (-1: none), newer and older.
+    int32_t cap
+    # The low half of the key's hash (all the table's index uses: see ``Slot``).
+    uint32_t key_hash
+
+
+cdef struct RowLinks:
+    # What only a session's drop and a row's coming and going read, kept apart
+    # (after a chunk's ``RowMeta``): the other rows of this row's session (-1:
+    # none), newer and older.
     int32_t sess_prev
     int32_t sess_next
 
 
 cdef struct Slot:
     # One entry of the open-addressing table from scope key to row: the low
-    # half of the key's hash (the row's bookkeeping has all of it) and the
-    # row plus one (0: empty, so a table fresh from calloc is all empty; -1: a
-    # deleted entry, which probes go on past).
+    # half of the key's hash (all an index below 2**32 slots uses; the row's
+    # bookkeeping has it too) and the row plus one (0: empty, so a table
+    # fresh from calloc is all empty; -1: a deleted entry, which probes go on
+    # past).
     uint32_t key_hash
     int32_t entry
+    # The row's block (``RowMeta.block``), so that a call can ask for the
+    # row's records as soon as it has the entry (see ``warm``).
+    char *block
 
 
 cdef struct Variant:
@@ -89,6 +101,8 @@ cdef class RingStore:
     # used and never moved (``capacity``: rows used so far); freed rows wait
     # in a list linked through their ``older`` field.
     cdef RowMeta **meta_chunks
+    # Each chunk's allocation (``meta_chunks`` points into it, aligned).
+    cdef void **chunk_blocks
     cdef Py_ssize_t chunk_slots
     cdef int32_t free_head
     cdef int32_t oldest_row
@@ -102,6 +116,11 @@ cdef class RingStore:
     cdef Slot *old_slots
     cdef Py_ssize_t old_mask
     cdef Py_ssize_t old_cursor
+    # A table all moved over, given back a slice per new scope (its bytes, and
+    # how many of them are given back so far): see ``_ring_pages.h``.
+    cdef Slot *retired
+    cdef size_t retired_size
+    cdef size_t retired_done
     # The rows' scope keys, in lists of ROW_CHUNK (one list per chunk).
     cdef list row_keys
     # A session's newest row (its rows are linked through ``sess_next``).
@@ -125,9 +144,11 @@ cdef class RingStore:
     cdef Variant *variants
     cdef Py_ssize_t variants_size
 
-    # The key object whose row was found last (caller holds the lock).
+    # The key object whose row was found last, its row and hash (caller holds
+    # the lock): the stored key, or a caller's key of the very same parts.
     cdef object found_key
     cdef Py_ssize_t found_row
+    cdef int64_t found_hash
     cdef loopcore_lock lock
 
     cdef int64_t warm(self, object key) except? -1

@@ -47,41 +47,6 @@ __all__ = ["IMPLEMENTATION", "RingStore", "scan_window"]
 
 IMPLEMENTATION = "cython"
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define LOOPCORE_PREFETCH(p) __builtin_prefetch((const void *)(p))
-    #else
-    #define LOOPCORE_PREFETCH(p) ((void)(p))
-    #endif
-    #ifdef Py_GIL_DISABLED
-    #define LOOPCORE_GIL_DISABLED 1
-    #else
-    #define LOOPCORE_GIL_DISABLED 0
-    #endif
-    /* The UTF-8 bytes of a str: its own buffer when it is compact ASCII. */
-    static const char *loopcore_ascii(PyObject *s, Py_ssize_t *size) {
-        if (PyUnicode_IS_COMPACT_ASCII(s)) {
-            *size = PyUnicode_GET_LENGTH(s);
-            return (const char *)PyUnicode_DATA(s);
-        }
-        return NULL;
-    }
-    """
-    void prefetch "LOOPCORE_PREFETCH" (const void *p) noexcept nogil
-    # With the GIL, a section that runs no Python code needs no lock of its own.
-    const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
-    const char *ascii_bytes "loopcore_ascii" (object s, Py_ssize_t *size)
-
-cdef extern from "_lock.h":
-    void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
-    void release "loopcore_lock_release" (loopcore_lock *lock)
-
-cdef extern from "Python.h":
-    # 3.10+: switch the cyclic collector off and on; both return the previous state.
-    int PyGC_Enable() noexcept
-    int PyGC_Disable() noexcept
-
 
 def scan_window(ring, tool_name, args_hash):
     """Every SPEC §4/§8 count over a non-empty ring of records, oldest first.
@@ -94,47 +59,13 @@ def scan_window(ring, tool_name, args_hash):
     return reference(ring, tool_name, args_hash)
 
 
-cdef enum:
-    SLOT_EMPTY = 0
-    SLOT_DELETED = -1
-    # Old-table slots moved to the new table per new scope while the table grows.
-    MIGRATE_STEP = 8
-    # Rows per chunk of bookkeeping (and of keys): a power of two.
-    ROW_CHUNK_SHIFT = 12
-    ROW_CHUNK = 1 << ROW_CHUNK_SHIFT
-    ROW_CHUNK_MASK = ROW_CHUNK - 1
-    # A record's flag byte: what its optional fields hold, and its outcome.
-    HAS_RESULT = 1
-    HAS_UNKNOWN = 2
-    HAS_CALL_ID = 4
-    # The call id is in ``long_ids``, not inline.
-    LONG_ID = 8
-    # The outcome kind's code (SPEC §8.0, ``_records.KIND_*``) in bits 4-5.
-    KIND_SHIFT = 4
-    KIND_BITS = 0x30
-    VETO = 0x10
-    TERMINAL = 0x20
-    # The outcome itself proves nothing changed (SPEC §8.3's churn reads it).
-    NO_PROGRESS = 0x40
-    HAS_IDENTITY = 0x80
-    # A record is complete once it has a result or an outcome kind (SPEC §8.0).
-    COMPLETE = HAS_RESULT | KIND_BITS
-    # Inline bytes of a call id: OpenAI's and Anthropic's ids fit.
-    ID_BYTES = 32
-    NO_NAME = 0xFFFFFFFF
-    # Bytes of one record in a row's block: four 8-byte columns, two 4-byte, flags.
-    RECORD_BYTES = 4 * 8 + 2 * 4 + 1
-    # What a row scan returns when its churn walk needs the heap variant table.
-    NEED_VARIANTS = 2
-
-if KIND_VETO << KIND_SHIFT != VETO or KIND_TERMINAL_EXEC << KIND_SHIFT != TERMINAL:
-    raise ImportError("loopcore._ring_c: the outcome kind codes of _records moved")
-
-
+include "_ring_platform.pxi"
+include "_ring_layout.pxi"
 include "_ring_records.pxi"
 include "_ring_memory.pxi"
 include "_ring_scan.pxi"
 include "_ring_churn.pxi"
+include "_ring_table.pxi"
 include "_ring_rows.pxi"
 include "_ring_edit.pxi"
 
@@ -176,10 +107,12 @@ cdef class RingStore:
             PyMem_RawFree(meta_at(self, row)[0].ids)
             PyMem_RawFree(meta_at(self, row)[0].identity)
         for row in range(0, self.capacity, ROW_CHUNK):
-            PyMem_RawFree(self.meta_chunks[row >> ROW_CHUNK_SHIFT])
+            PyMem_RawFree(self.chunk_blocks[row >> ROW_CHUNK_SHIFT])
         PyMem_RawFree(self.meta_chunks)
-        PyMem_RawFree(self.slots)
-        PyMem_RawFree(self.old_slots)
+        PyMem_RawFree(self.chunk_blocks)
+        pages_free(self.slots, (self.table_mask + 1) * sizeof(Slot), 0)
+        pages_free(self.old_slots, (self.old_mask + 1) * sizeof(Slot), 0)
+        pages_free(self.retired, self.retired_size, self.retired_done)
         PyMem_Free(self.name_refs)
         PyMem_RawFree(self.variants)
 
@@ -304,7 +237,7 @@ cdef class RingStore:
             row = -1 if head is None else <Py_ssize_t>head
             while row >= 0:
                 keys.append(key_at(self, row))
-                row = meta_at(self, row).sess_next
+                row = links_at(self, row).sess_next
         finally:
             leave(self, gc_was)
         if not keys:
@@ -365,32 +298,19 @@ cdef class RingStore:
     cdef int64_t warm(self, object key) except? -1:
         """Start fetching the scope's row, so that hashing the args hides the wait.
 
-        With many live scopes a row is rarely in cache; the scan reads its args
-        column and newest slot, the append writes next to them. Returns the
-        key's hash, for the scan that follows (``scan_raw``).
+        With many live scopes a row is rarely in cache: the lines the scan
+        reads are asked for here at once (``table_prefetch``), rather than
+        waited for one by one. Returns the key's hash, for the scan that
+        follows (``scan_raw``).
         """
-        cdef Py_ssize_t row, slot, newest, offset
-        cdef Cols c
         cdef int64_t key_hash = key_hash_of(self, key)
         if not GIL_DISABLED and key is self.found_key:
             return key_hash  # the row this key found last: just used, still cached
+        # The table entry is the one line waited for: the row's bookkeeping and
+        # records are asked for at once, and the scan checks the key.
         cdef int gc_was = enter(self)
         try:
-            # A lookup, not a use: the LRU order changes only when the call does.
-            row = row_lookup(self, key, key_hash)
-            if row < 0 or meta_at(self, row)[0].block == NULL:
-                return key_hash
-            cols_of(meta_at(self, row), &c)
-            slot = meta_at(self, row)[0].head
-            newest = slot - 1 if slot > 0 else self.history_size - 1
-            # The first lines of the args column; the hardware prefetcher follows on.
-            for offset in range(0, min(meta_at(self, row)[0].fill, 256), 8):
-                prefetch(&c.args[offset])
-            prefetch(&c.tool[newest])
-            prefetch(&c.result[newest])
-            prefetch(&c.flag[newest])
-            if slot < meta_at(self, row)[0].cap:
-                prefetch(&c.ts[slot])
+            table_prefetch(self, key_hash)
         finally:
             leave(self, gc_was)
         return key_hash
@@ -409,9 +329,13 @@ cdef class RingStore:
         tool_name = exact(tool_name)
         call_id = exact(call_id)
         cdef int64_t tool_index
+        # A key other than the one found last: its row is most likely cold.
+        cdef bint cold = key is not self.found_key
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
+            if row >= 0 and cold:
+                row_prefetch(self, row)
             tool_index = name_find(self, tool_name)
             if row < 0:
                 memset(out, 0, sizeof(Scan))

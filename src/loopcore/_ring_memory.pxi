@@ -48,9 +48,9 @@ cdef void *checked_raw_malloc(size_t count, size_t size) except NULL:
 
 
 cdef inline int64_t key_hash_of(RingStore self, object key) except? -1:
-    """``scope_hash(key)``, taken before the lock; the row found last already has it."""
+    """``scope_hash(key)``, taken before the lock; the key found last has it kept."""
     if not GIL_DISABLED and key is self.found_key:
-        return meta_at(self, self.found_row)[0].key_hash
+        return self.found_hash
     return scope_hash(<tuple>key)
 
 

@@ -1,155 +1,8 @@
-# Where is a scope's row, and how do rows come, go and grow? (included by _ring_c.pyx)
+# How do a store's rows come, go and grow? (included by _ring_c.pyx)
 #
-# An open-addressing table maps a scope key to its row, an intrusive list keeps
-# rows in LRU order, a stack recycles freed rows; the caller holds the lock.
-
-
-cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2:
-    """The key's row, marked most recently used; -1 when the scope has none."""
-    cdef Py_ssize_t row
-    if key is self.found_key:
-        row = self.found_row
-    else:
-        row = row_lookup(self, key, key_hash)
-        if row < 0:
-            return -1
-        # Only the stored key is remembered: a caller's equal key (and the
-        # objects in it) must not outlive the call.
-        if key_at(self, row) is key:
-            self.found_key = key
-            self.found_row = row
-    lru_touch(self, <int32_t>row)
-    return row
-
-
-cdef inline Py_ssize_t probe(
-    Slot *slots, Py_ssize_t mask, RingStore self, tuple parts, object key, int64_t key_hash
-) except -2:
-    """The key's row in one table, or -1."""
-    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>mask)
-    cdef int32_t entry
-    cdef RowMeta *meta
-    while True:
-        entry = slots[index].entry
-        if entry == SLOT_EMPTY:
-            return -1
-        if entry > 0 and slots[index].key_hash == <uint32_t>key_hash:
-            meta = meta_at(self, entry - 1)
-            if (meta.session == <PyObject*>parts[0] and meta.run_id == <PyObject*>parts[1]) or (
-                key_at(self, entry - 1) == key
-            ):
-                return entry - 1
-        index = (index + 1) & mask
-
-
-cdef Py_ssize_t row_lookup(RingStore self, object key, int64_t key_hash) except -2:
-    """The key's row or -1, without touching the LRU order.
-
-    ``key_hash`` is ``scope_hash(key)``, taken by the caller before the lock:
-    a session's own ``__hash__`` never runs under it. While the table grows, a
-    key not yet moved is found in the old table.
-    """
-    cdef tuple parts = <tuple>key
-    cdef Py_ssize_t row = probe(self.slots, self.table_mask, self, parts, key, key_hash)
-    if row < 0 and self.old_slots != NULL:
-        row = probe(self.old_slots, self.old_mask, self, parts, key, key_hash)
-    return row
-
-
-cdef inline void slot_put(Slot *slots, Py_ssize_t mask, uint32_t key_hash, int32_t entry,
-                          Py_ssize_t *used) noexcept nogil:
-    cdef Py_ssize_t index = <Py_ssize_t>(key_hash & <uint64_t>mask)
-    while slots[index].entry > 0:
-        index = (index + 1) & mask
-    if slots[index].entry == SLOT_EMPTY:
-        used[0] += 1
-    slots[index].key_hash = key_hash
-    slots[index].entry = entry
-
-
-cdef int table_insert(RingStore self, int32_t row) except -1:
-    # The caller made room: at most half the slots are in use.
-    slot_put(self.slots, self.table_mask, <uint32_t>meta_at(self, row)[0].key_hash, row + 1,
-             &self.table_used)
-    return 0
-
-
-cdef inline bint slot_delete(
-    Slot *slots, Py_ssize_t mask, int64_t key_hash, int32_t row
-) noexcept nogil:
-    # Tombstoned, not emptied, so that probes for keys further on go on.
-    cdef Py_ssize_t index = <Py_ssize_t>(<uint64_t>key_hash & <uint64_t>mask)
-    cdef int32_t entry
-    while True:
-        entry = slots[index].entry
-        if entry == SLOT_EMPTY:
-            return False
-        if entry == row + 1:
-            slots[index].entry = SLOT_DELETED
-            return True
-        index = (index + 1) & mask
-
-
-cdef void table_delete(RingStore self, int32_t row) noexcept:
-    cdef int64_t key_hash = meta_at(self, row)[0].key_hash
-    if not slot_delete(self.slots, self.table_mask, key_hash, row) and self.old_slots != NULL:
-        slot_delete(self.old_slots, self.old_mask, key_hash, row)
-
-
-cdef Slot *table_alloc(Py_ssize_t size) except NULL:
-    # calloc: all empty, and a large table's pages are zeroed by the system only
-    # when first touched, never in one go here.
-    cdef Slot *slots = <Slot*>PyMem_RawCalloc(size, sizeof(Slot))
-    if slots == NULL:
-        raise MemoryError()
-    return slots
-
-
-cdef void table_migrate(RingStore self, Py_ssize_t steps) noexcept:
-    """Move up to ``steps`` slots of the old table over; drop it once all are moved."""
-    cdef Slot *old = self.old_slots
-    cdef Py_ssize_t end = self.old_mask + 1
-    cdef int32_t entry
-    while steps > 0 and self.old_cursor < end:
-        entry = old[self.old_cursor].entry
-        if entry > 0:
-            slot_put(self.slots, self.table_mask, old[self.old_cursor].key_hash, entry,
-                     &self.table_used)
-            # Tombstoned: probes of the old table for keys not moved yet go on past it.
-            old[self.old_cursor].entry = SLOT_DELETED
-        self.old_cursor += 1
-        steps -= 1
-    if self.old_cursor >= end:
-        PyMem_RawFree(self.old_slots)
-        self.old_slots = NULL
-
-
-cdef int table_make_room(RingStore self) except -1:
-    """Room for one more key: a table at most half full, grown a step at a time.
-
-    A full table is replaced by one of at least four times the live keys, and
-    the old one's entries move over ``MIGRATE_STEP`` slots per new scope: the
-    move ends long before the new table could fill (it starts at most a quarter
-    full and has a half to go), so no single call rebuilds the table.
-    """
-    if self.old_slots != NULL:
-        table_migrate(self, MIGRATE_STEP)
-    if (self.table_used + 1) * 2 <= self.table_mask + 1:
-        return 0
-    if self.old_slots != NULL:  # not expected (see above): finish the move first
-        table_migrate(self, self.old_mask + 1)
-    cdef Py_ssize_t size = 16
-    while size < 4 * (self.live + 1):
-        size *= 2
-    cdef Slot *fresh = table_alloc(size)
-    self.old_slots = self.slots
-    self.old_mask = self.table_mask
-    self.old_cursor = 0
-    self.slots = fresh
-    self.table_mask = size - 1
-    self.table_used = 0
-    table_migrate(self, MIGRATE_STEP)
-    return 0
+# An intrusive list keeps rows in LRU order, a stack recycles freed rows, and
+# rows live in chunks that never move (the table from key to row is in
+# _ring_table.pxi); the caller holds the lock.
 
 
 cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
@@ -198,6 +51,7 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
         PyMem_RawFree(m.identity)
     PyMem_RawFree(m.block)
     m[0] = grown
+    table_block(self, <int32_t>row)
     return 0
 
 
@@ -300,7 +154,7 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     m.block = NULL
     m.ids = NULL
     m.identity = NULL
-    m.key_hash = key_hash
+    m.key_hash = <uint32_t>key_hash
     m.session = <PyObject*>session
     m.run_id = <PyObject*>(<tuple>key)[1]
     table_insert(self, row)
@@ -308,10 +162,11 @@ cdef Py_ssize_t row_new(RingStore self, object key, int64_t key_hash) except -1:
     # The session's rows are a list through their bookkeeping, its newest row in
     # ``by_session``: a session with many runs never rehashes a set of them.
     head = self.by_session.get(session)
-    m.sess_prev = -1
-    m.sess_next = -1 if head is None else <int32_t>head
+    cdef RowLinks *links = links_at(self, row)
+    links.sess_prev = -1
+    links.sess_next = -1 if head is None else <int32_t>head
     if head is not None:
-        meta_at(self, <Py_ssize_t>head).sess_prev = row
+        links_at(self, <Py_ssize_t>head).sess_prev = row
     self.by_session[session] = row
     lru_link_newest(self, row)
     self.live += 1
@@ -341,12 +196,13 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
     self.found_key = None
     key_set(self, row, None)
     session = (<tuple>key)[0]
-    if m.sess_next >= 0:
-        meta_at(self, m.sess_next).sess_prev = m.sess_prev
-    if m.sess_prev >= 0:
-        meta_at(self, m.sess_prev).sess_next = m.sess_next
-    elif m.sess_next >= 0:
-        self.by_session[session] = m.sess_next
+    cdef RowLinks *links = links_at(self, row)
+    if links.sess_next >= 0:
+        links_at(self, links.sess_next).sess_prev = links.sess_prev
+    if links.sess_prev >= 0:
+        links_at(self, links.sess_prev).sess_next = links.sess_next
+    elif links.sess_next >= 0:
+        self.by_session[session] = links.sess_next
     else:
         del self.by_session[session]
     lru_unlink(self, <int32_t>row)
@@ -404,6 +260,11 @@ cdef inline RowMeta *meta_at(RingStore self, Py_ssize_t row) noexcept nogil:
     return &self.meta_chunks[row >> ROW_CHUNK_SHIFT][row & ROW_CHUNK_MASK]
 
 
+cdef inline RowLinks *links_at(RingStore self, Py_ssize_t row) noexcept nogil:
+    # A chunk's links follow its ROW_CHUNK bookkeeping entries.
+    return &(<RowLinks*>&self.meta_chunks[row >> ROW_CHUNK_SHIFT][ROW_CHUNK])[row & ROW_CHUNK_MASK]
+
+
 cdef inline object key_at(RingStore self, Py_ssize_t row):
     return (<list>self.row_keys[row >> ROW_CHUNK_SHIFT])[row & ROW_CHUNK_MASK]
 
@@ -422,18 +283,30 @@ cdef int32_t row_fresh(RingStore self) except -1:
     """
     cdef Py_ssize_t row = self.capacity
     cdef Py_ssize_t chunk = row >> ROW_CHUNK_SHIFT
-    cdef RowMeta **grown
+    cdef Py_ssize_t slots
+    cdef void *block
     cdef int gc_was
     if row & ROW_CHUNK_MASK == 0:
         if chunk >= self.chunk_slots:
-            grown = <RowMeta**>checked_raw_realloc(
-                self.meta_chunks, max(8, 2 * self.chunk_slots), sizeof(RowMeta*)
+            slots = max(8, 2 * self.chunk_slots)
+            self.meta_chunks = <RowMeta**>checked_raw_realloc(
+                self.meta_chunks, slots, sizeof(RowMeta*)
             )
-            self.meta_chunks = grown
-            self.chunk_slots = max(8, 2 * self.chunk_slots)
-        self.meta_chunks[chunk] = <RowMeta*>PyMem_RawCalloc(ROW_CHUNK, sizeof(RowMeta))
-        if self.meta_chunks[chunk] == NULL:
+            self.chunk_blocks = <void**>checked_raw_realloc(
+                self.chunk_blocks, slots, sizeof(void*)
+            )
+            self.chunk_slots = slots
+        # The bookkeeping, then the links; a line's worth more, so that each
+        # row's ``RowMeta`` starts a cache line.
+        block = PyMem_RawCalloc(
+            1, ROW_CHUNK * (sizeof(RowMeta) + sizeof(RowLinks)) + CACHE_LINE
+        )
+        if block == NULL:
             raise MemoryError()
+        self.chunk_blocks[chunk] = block
+        self.meta_chunks[chunk] = <RowMeta*>(
+            (<size_t>block + CACHE_LINE - 1) & ~(<size_t>CACHE_LINE - 1)
+        )
         gc_was = PyGC_Disable()  # a new list: no collection may run under the lock
         try:
             self.row_keys.append([None] * ROW_CHUNK)
