@@ -104,6 +104,10 @@ def test_a_callers_equal_key_is_not_kept() -> None:
     for _ in range(3):
         store.scan_append((None, run_id), "read", 2, None, 9, 9)
         store.attach((None, run_id), "read", 2, None, 5, None)
+    # The record the last outcome returned (dropped here) is the ring's spare until the
+    # next outcome refills it (tests/test_record_reuse.py): one outcome elsewhere.
+    store.scan_append((None, "run-other"), "read", 3, None, 9, 9)
+    store.attach((None, "run-other"), "read", 3, None, 5, None)
     assert sys.getrefcount(run_id) == before
     assert [record[1] for record in store.window((None, "run-1"))] == [1, 2, 2, 2]
 
