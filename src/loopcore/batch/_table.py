@@ -24,13 +24,11 @@ from .._outcome import (
     check_normalizers,
     check_send_tools,
     check_tool_name,
-    hash_call,
-    is_known_poll,
-    outcome_of,
 )
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO
 from .._scopes import ScopeKey, scope_key, session_of
 from ._columns import check_kinds, checked_column, scope_keys
+from ._rows import new_rows
 
 __all__ = [
     "EVENT_FIELDS",
@@ -261,11 +259,6 @@ class Block(NamedTuple):
         )
 
 
-#: Session and run id types ``add_checked`` looks up as read (hashed and compared in C).
-_CACHED = frozenset({str, int, type(None)})
-_RUNS = frozenset({str, type(None)})
-
-
 class TablePart(NamedTuple):
     """The rows a builder collected, as picklable values: one piece of a table read elsewhere
     (a worker process), to be appended to another builder with ``CallTableBuilder.extend``."""
@@ -309,6 +302,8 @@ class CallTableBuilder:
         # (session, run_id) as read -> scope id, for the sessions and run ids of exact
         # plain types: ``add_checked`` then skips ``scope_key`` on a scope it has seen.
         self._seen: dict[tuple[object, object], int] = {}
+        # The per-call work (``_rows``): made last, it holds the columns above.
+        self._rows = new_rows(self)
 
     def __len__(self) -> int:
         return len(self._scope_column)
@@ -354,51 +349,11 @@ class CallTableBuilder:
     ) -> None:
         """``add`` for a reader that has checked ``tool_name`` is a ``str`` (and the call id,
         not kept here): the same row, made with fewer Python steps (a large replay's loop)."""
-        key = (session, run_id)
-        scope = self._seen.get(key) if type(session) in _CACHED and type(run_id) in _RUNS else None
-        if scope is None:
-            scope = self._scope(session, run_id)
-            if type(session) in _CACHED and type(run_id) in _RUNS:
-                self._seen[key] = scope
-        self._row(scope, tool_name, args, result, error)
+        self._rows.add_checked(tool_name, args, result, error, session, run_id)
 
     def _row(self, scope: int, tool_name: str, args: Any, result: Any, error: Any) -> int:
         """Fingerprint one call and its outcome into a new row of ``scope``; its index."""
-        args_hash = hash_call(tool_name, args)
-        result_hash, unknown, kind, identity, no_progress = outcome_of(
-            tool_name,
-            args,
-            result=result,
-            error=error,
-            normalizers=self._normalizers,
-            send_tools=self._send_tools,
-        )
-        tool = self._tool_hashes.get(tool_name)
-        if tool is None:
-            tool = self._name(tool_name)
-        hashes = (
-            tool,
-            args_hash,
-            result_hash or 0,
-            0 if unknown is None else self._name(unknown),
-            identity or 0,
-        )
-        flags = (
-            result_hash is not None,
-            unknown is not None,
-            is_known_poll(tool_name, args),
-            scope in self._pending,
-            kind == KIND_VETO,
-            kind == KIND_TERMINAL_EXEC,
-            bool(no_progress),
-            False,
-        )
-        # Everything that could fail has run: the three columns grow together.
-        self._pending.discard(scope)
-        self._scope_column.append(scope)
-        self._hashes.extend(hashes)
-        self._flags.extend(flags)
-        return len(self._scope_column) - 1
+        return self._rows.row(scope, tool_name, args, result, error)
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """A context compaction in this scope: the guard is armed for its next calls."""

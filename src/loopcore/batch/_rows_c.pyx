@@ -1,0 +1,192 @@
+# cython: language_level=3, freethreading_compatible=True
+"""How does one call become a row of a ``CallTable``? (compiled twin of the row builder)
+
+The same rows as ``_rows_py`` (the reference), appended to the builder's packed
+columns from C: the call and outcome hashes come from the compiled outcome
+twin's C entry points (no Python call per hash), the known-poll flag and the
+scope and name look-ups are read in C, and the row goes into the ``array``
+columns without a tuple. The msgspec reading loop runs here too, so a common
+line costs its decode, a few field reads and the hashing. Whatever C does not
+read in full (a ``str`` subclass for a name, a hostile mapping, an outcome the
+compiled twin is unsure of) runs the same Python code the reference does.
+"""
+
+from cpython cimport array
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t, uint64_t
+
+from .._outcome_c cimport row_call_hash, row_outcome
+
+from .._outcome_py import is_known_poll as _is_known_poll
+from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
+from .._records import KIND_VETO as _KIND_VETO
+
+__all__ = ["IMPLEMENTATION", "Rows"]
+
+IMPLEMENTATION = "cython"
+
+cdef object KIND_VETO = _KIND_VETO
+cdef object KIND_TERMINAL = _KIND_TERMINAL_EXEC
+cdef tuple READ_ERRORS = (TypeError, ValueError)
+
+
+cdef inline bint known_poll(object tool_name, object args) except -1:
+    """``is_known_poll`` for an exact str name; the reference's own code for anything else."""
+    if type(tool_name) is not str:
+        return _is_known_poll(tool_name, args)
+    if tool_name == "command_status" or tool_name == "wait":
+        return True
+    if tool_name != "process":
+        return False
+    if type(args) is dict and (<dict>args).get("action") is None:
+        return False
+    # A process call with an action: rarer, and its action may be any value.
+    return _is_known_poll(tool_name, args)
+
+
+cdef class Rows:
+    """The rows of one builder: its columns, scopes and names, appended to call by call."""
+
+    cdef object builder
+    cdef array.array scope_column
+    cdef array.array hashes
+    cdef array.array flags
+    cdef dict seen
+    cdef dict tool_hashes
+    cdef set pending
+    cdef object normalizers
+    cdef object send_tools
+    cdef object scope_of
+    cdef object name_of
+
+    def __init__(self, builder):
+        # The builder never rebinds these (it grows them in place): they are held here.
+        self.builder = builder
+        self.scope_column = builder._scope_column
+        self.hashes = builder._hashes
+        self.flags = builder._flags
+        self.seen = builder._seen
+        self.tool_hashes = builder._tool_hashes
+        self.pending = builder._pending
+        self.normalizers = builder._normalizers
+        self.send_tools = builder._send_tools
+        self.scope_of = builder._scope
+        self.name_of = builder._name
+
+    cdef inline uint64_t name(self, object name) except? 0:
+        cdef PyObject *found
+        if type(name) is not str:
+            known = self.tool_hashes.get(name)  # its own __hash__ and __eq__ run, as they do there
+            return self.name_of(name) if known is None else known
+        found = PyDict_GetItem(self.tool_hashes, name)
+        if found is NULL:
+            return self.name_of(name)
+        return <object>found
+
+    cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
+                        object session, object run_id) except -1:
+        cdef bint cached = (
+            (session is None or type(session) is str or type(session) is int)
+            and (run_id is None or type(run_id) is str)
+        )
+        cdef PyObject *found = NULL
+        key = None
+        if cached:
+            key = (session, run_id)
+            found = PyDict_GetItem(self.seen, key)
+        if found is not NULL:
+            scope = <object>found
+        else:
+            scope = self.scope_of(session, run_id)
+            if cached:
+                PyDict_SetItem(self.seen, key, scope)
+        return self.append(scope, tool_name, args, result, error)
+
+    cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
+                           object error) except -1:
+        cdef uint64_t row_hashes[5]
+        cdef unsigned char row_flags[8]
+        cdef long long scope_id = scope
+        cdef uint64_t args_hash = row_call_hash(tool_name, args)
+        result_hash, unknown, kind, identity, no_progress = row_outcome(
+            tool_name, args, result, error, self.normalizers, self.send_tools
+        )
+        row_hashes[0] = self.name(tool_name)
+        row_hashes[1] = args_hash
+        row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
+        row_hashes[3] = 0 if unknown is None else self.name(unknown)
+        row_hashes[4] = 0 if identity is None else <uint64_t>identity
+        row_flags[0] = result_hash is not None
+        row_flags[1] = unknown is not None
+        row_flags[2] = known_poll(tool_name, args)
+        row_flags[3] = bool(self.pending) and scope in self.pending
+        row_flags[4] = kind == KIND_VETO
+        row_flags[5] = kind == KIND_TERMINAL
+        row_flags[6] = bool(no_progress)
+        row_flags[7] = 0
+        # Everything that could fail has run: the three columns grow together.
+        if row_flags[3]:
+            self.pending.discard(scope)
+        array.extend_buffer(self.scope_column, <char *>&scope_id, 1)
+        array.extend_buffer(self.hashes, <char *>row_hashes, 5)
+        array.extend_buffer(self.flags, <char *>row_flags, 8)
+        return len(self.scope_column) - 1
+
+    def add_checked(self, tool_name, args, result, error, session, run_id):
+        """``CallTableBuilder.add`` once ``tool_name`` is known to be a ``str``."""
+        self.add(tool_name, args, result, error, session, run_id)
+
+    def row(self, scope, tool_name, args, result, error):
+        """Fingerprint one call and its outcome into a new row of ``scope``; its index."""
+        return self.append(scope, tool_name, args, result, error)
+
+    def read(self, lines, tick, array.array row_lines, slow, tuple decoder):
+        """The msgspec reading loop (see ``_rows_py.Rows.read``); the last line's number."""
+        decode, errors, missing, unset, every_ = decoder
+        cdef long long every = every_
+        cdef long long number = 0
+        cdef long long kept
+        for number_, line in lines:
+            number = number_
+            try:
+                event = decode(line)
+            except errors:
+                slow(number_, line)
+                continue
+            kind = event.type
+            tool = event.tool
+            args = event.args
+            ts = event.ts
+            call_id = event.tool_call_id
+            session = event.session
+            if (
+                type(kind) is not str
+                or kind != "call"
+                or type(tool) is not str
+                or args is missing
+                or not (ts is None or type(ts) is int or type(ts) is float or type(ts) is str)
+                or not (call_id is None or type(call_id) is str)
+                or (type(session) is float and session != session)
+            ):
+                slow(number_, line)  # rare shapes: the reference judges them
+                continue
+            result = event.result
+            error = event.error
+            try:
+                self.add(
+                    tool,
+                    args,
+                    unset if result is missing else result,
+                    unset if error is missing else error,
+                    session,
+                    event.run_id,
+                )
+            except READ_ERRORS:
+                slow(number_, line)  # e.g. a bad run_id: the reference words the report
+                continue
+            kept = number
+            array.extend_buffer(row_lines, <char *>&kept, 1)
+            if number % every == 0:
+                tick()
+        return number
