@@ -13,8 +13,8 @@ compiled twin is unsure of) runs the same Python code the reference does.
 
 from cpython cimport array
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
-from cpython.object cimport PyObject
-from libc.stdint cimport int64_t, uint64_t
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport uint64_t
 
 from .._outcome_c cimport row_call_hash, row_outcome
 
@@ -25,6 +25,24 @@ from .._records import KIND_VETO as _KIND_VETO
 __all__ = ["IMPLEMENTATION", "Rows"]
 
 IMPLEMENTATION = "cython"
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    PyTypeObject PyMemberDescr_Type
+
+cdef extern from "structmember.h":
+    int T_OBJECT_EX
+
+# The fields of an event (formats._fast._Event), in the order they are read.
+cdef tuple EVENT_FIELDS = (
+    "type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"
+)
+cdef enum:
+    F_TYPE, F_TOOL, F_ARGS, F_RESULT, F_ERROR, F_CALL_ID, F_SESSION, F_RUN_ID, F_TS, F_COUNT
 
 cdef object KIND_VETO = _KIND_VETO
 cdef object KIND_TERMINAL = _KIND_TERMINAL_EXEC
@@ -45,6 +63,32 @@ cdef inline bint known_poll(object tool_name, object args) except -1:
     return _is_known_poll(tool_name, args)
 
 
+cdef bint field_offsets(object kind, Py_ssize_t *offsets) except -1:
+    """Where each event field lives in an instance of ``kind``; False: read them by name.
+
+    A msgspec struct keeps its fields as member slots (``T_OBJECT_EX``): read at
+    their offsets they cost a load each instead of an attribute look-up.
+    """
+    cdef PyMemberDef *member
+    for i, name in enumerate(EVENT_FIELDS):
+        descriptor = getattr(kind, "__dict__", {}).get(name)
+        if descriptor is None or type(descriptor) is not <object>&PyMemberDescr_Type:
+            return False
+        member = (<PyMemberDescrObject *><PyObject *>descriptor).d_member
+        if member.type != T_OBJECT_EX or member.offset <= 0:
+            return False
+        offsets[i] = member.offset
+    return True
+
+
+cdef inline object slot(object event, Py_ssize_t offset, str name):
+    """One field of an event, at its offset (by name when unset: its AttributeError)."""
+    cdef PyObject *value = (<PyObject **>(<char *><PyObject *>event + offset))[0]
+    if value is NULL:
+        return getattr(event, name)
+    return <object>value
+
+
 cdef class Rows:
     """The rows of one builder: its columns, scopes and names, appended to call by call."""
 
@@ -59,6 +103,10 @@ cdef class Rows:
     cdef object send_tools
     cdef object scope_of
     cdef object name_of
+    # The scope of the last call added by ``add``: a trace's calls come in runs of one scope.
+    cdef object last_session
+    cdef object last_run
+    cdef object last_scope
 
     def __init__(self, builder):
         # The builder never rebinds these (it grows them in place): they are held here.
@@ -91,6 +139,14 @@ cdef class Rows:
             and (run_id is None or type(run_id) is str)
         )
         cdef PyObject *found = NULL
+        if cached and self.last_scope is not None and (
+            type(session) is type(self.last_session)
+            and type(run_id) is type(self.last_run)
+            and session == self.last_session
+            and run_id == self.last_run
+        ):
+            # The key of the last call (same exact types, equal values): its dict entry.
+            return self.append(self.last_scope, tool_name, args, result, error)
         key = None
         if cached:
             key = (session, run_id)
@@ -101,6 +157,10 @@ cdef class Rows:
             scope = self.scope_of(session, run_id)
             if cached:
                 PyDict_SetItem(self.seen, key, scope)
+        if cached:
+            self.last_session = session
+            self.last_run = run_id
+            self.last_scope = scope
         return self.append(scope, tool_name, args, result, error)
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
@@ -143,7 +203,62 @@ cdef class Rows:
 
     def read(self, lines, tick, array.array row_lines, slow, tuple decoder):
         """The msgspec reading loop (see ``_rows_py.Rows.read``); the last line's number."""
-        decode, errors, missing, unset, every_ = decoder
+        decode, errors, missing, unset, every_, event_type = decoder
+        cdef long long every = every_
+        cdef long long number = 0
+        cdef long long kept
+        cdef Py_ssize_t at[F_COUNT]
+        if not field_offsets(event_type, at):
+            return self.read_by_name(lines, tick, row_lines, slow, decoder)
+        for number_, line in lines:
+            number = number_
+            try:
+                event = decode(line)
+            except errors:
+                slow(number_, line)
+                continue
+            if type(event) is not event_type:
+                raise TypeError(f"decoder: expected a {event_type.__name__}")
+            kind = slot(event, at[F_TYPE], "type")
+            tool = slot(event, at[F_TOOL], "tool")
+            args = slot(event, at[F_ARGS], "args")
+            ts = slot(event, at[F_TS], "ts")
+            call_id = slot(event, at[F_CALL_ID], "tool_call_id")
+            session = slot(event, at[F_SESSION], "session")
+            if (
+                type(kind) is not str
+                or kind != "call"
+                or type(tool) is not str
+                or args is missing
+                or not (ts is None or type(ts) is int or type(ts) is float or type(ts) is str)
+                or not (call_id is None or type(call_id) is str)
+                or (type(session) is float and session != session)
+            ):
+                slow(number_, line)  # rare shapes: the reference judges them
+                continue
+            result = slot(event, at[F_RESULT], "result")
+            error = slot(event, at[F_ERROR], "error")
+            try:
+                self.add(
+                    tool,
+                    args,
+                    unset if result is missing else result,
+                    unset if error is missing else error,
+                    session,
+                    slot(event, at[F_RUN_ID], "run_id"),
+                )
+            except READ_ERRORS:
+                slow(number_, line)  # e.g. a bad run_id: the reference words the report
+                continue
+            kept = number
+            array.extend_buffer(row_lines, <char *>&kept, 1)
+            if number % every == 0:
+                tick()
+        return number
+
+    def read_by_name(self, lines, tick, array.array row_lines, slow, tuple decoder):
+        """``read`` for an event type whose fields are not plain slots: by attribute."""
+        decode, errors, missing, unset, every_, _ = decoder
         cdef long long every = every_
         cdef long long number = 0
         cdef long long kept
@@ -169,7 +284,7 @@ cdef class Rows:
                 or not (call_id is None or type(call_id) is str)
                 or (type(session) is float and session != session)
             ):
-                slow(number_, line)  # rare shapes: the reference judges them
+                slow(number_, line)
                 continue
             result = event.result
             error = event.error
@@ -183,7 +298,7 @@ cdef class Rows:
                     event.run_id,
                 )
             except READ_ERRORS:
-                slow(number_, line)  # e.g. a bad run_id: the reference words the report
+                slow(number_, line)
                 continue
             kept = number
             array.extend_buffer(row_lines, <char *>&kept, 1)

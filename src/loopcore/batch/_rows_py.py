@@ -103,15 +103,17 @@ class Rows:
         tick: Callable[[], None],
         row_lines: array[int],
         slow: Callable[[int, bytes], None],
-        decoder: tuple[Callable[[bytes], Any], tuple[type[BaseException], ...], Any, Any, int],
+        decoder: tuple[
+            Callable[[bytes], Any], tuple[type[BaseException], ...], Any, Any, int, type
+        ],
     ) -> int:
         """The msgspec reading loop (see ``formats._fast.read_fast``); the last line's number.
 
-        ``decoder`` is ``(decode, errors, missing, unset, every)``: the line decoder,
-        what it raises, its missing-field value, the outcome's ``UNSET``, and how many
-        lines pass between two ``tick`` calls.
+        ``decoder`` is ``(decode, errors, missing, unset, every, event_type)``: the line
+        decoder, what it raises, its missing-field value, the outcome's ``UNSET``, how
+        many lines pass between two ``tick`` calls, and the type ``decode`` returns.
         """
-        decode, errors, missing, unset, every = decoder
+        decode, errors, missing, unset, every, _ = decoder
         keep = row_lines.append
         number = 0
         for number, line in lines:

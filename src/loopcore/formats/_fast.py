@@ -85,5 +85,5 @@ def read_fast(
         raise TypeError("add: expected a CallTableBuilder's add_checked")
     if not isinstance(row_lines, array):
         raise TypeError("keep: expected an array's append")
-    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY)
+    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event)
     return builder._rows.read(lines, tick, row_lines, slow, decoder)
