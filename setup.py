@@ -15,7 +15,14 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 #: Module names under ``loopcore`` (a dotted one lives in that subpackage).
-MODULES = ["_fingerprint_c", "_outcome_c", "_ring_c", "_percall_c", "batch._rows_c"]
+MODULES = [
+    "_fingerprint_c",
+    "_outcome_c",
+    "_ring_c",
+    "_percall_c",
+    "batch._rows_c",
+    "formats._lines_c",
+]
 
 
 def extensions() -> list[Extension]:

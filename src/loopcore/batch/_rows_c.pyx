@@ -17,6 +17,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
 
 from .._outcome_c cimport row_call_hash, row_outcome
+from ..formats._lines_c cimport Lines
 
 from .._outcome_py import is_known_poll as _is_known_poll
 from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
@@ -210,12 +211,25 @@ cdef class Rows:
         cdef Py_ssize_t at[F_COUNT]
         if not field_offsets(event_type, at):
             return self.read_by_name(lines, tick, row_lines, slow, decoder)
-        for number_, line in lines:
-            number = number_
+        # A compiled line source hands its lines over without a tuple or an int each.
+        cdef Lines source = <Lines>lines if type(lines) is Lines else None
+        iterator = iter(lines) if source is None else None
+        while True:
+            if source is not None:
+                line = source.next_line()
+                if line is None:
+                    break
+                number = source.number
+            else:
+                item = next(iterator, None)
+                if item is None:
+                    break
+                number_, line = item
+                number = number_
             try:
                 event = decode(line)
             except errors:
-                slow(number_, line)
+                slow(number, line)
                 continue
             if type(event) is not event_type:
                 raise TypeError(f"decoder: expected a {event_type.__name__}")
@@ -234,7 +248,7 @@ cdef class Rows:
                 or not (call_id is None or type(call_id) is str)
                 or (type(session) is float and session != session)
             ):
-                slow(number_, line)  # rare shapes: the reference judges them
+                slow(number, line)  # rare shapes: the reference judges them
                 continue
             result = slot(event, at[F_RESULT], "result")
             error = slot(event, at[F_ERROR], "error")
@@ -248,7 +262,7 @@ cdef class Rows:
                     slot(event, at[F_RUN_ID], "run_id"),
                 )
             except READ_ERRORS:
-                slow(number_, line)  # e.g. a bad run_id: the reference words the report
+                slow(number, line)  # e.g. a bad run_id: the reference words the report
                 continue
             kept = number
             array.extend_buffer(row_lines, <char *>&kept, 1)
