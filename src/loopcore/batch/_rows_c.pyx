@@ -20,6 +20,8 @@ from .._outcome_c cimport row_call_hash, row_outcome
 from ..formats._lines_c cimport Lines
 
 from .._outcome_py import is_known_poll as _is_known_poll
+from .._scopes import scope_key as _scope_key
+from ._rows_py import name_hash as _name_hash
 from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
 from .._records import KIND_VETO as _KIND_VETO
 
@@ -91,19 +93,21 @@ cdef inline object slot(object event, Py_ssize_t offset, str name):
 
 
 cdef class Rows:
-    """The rows of one builder: its columns, scopes and names, appended to call by call."""
+    """The rows of one builder: its columns, scopes and names, appended to call by call.
 
-    cdef object builder
+    It holds the builder's containers, not the builder (which holds it): no cycle.
+    """
+
     cdef array.array scope_column
     cdef array.array hashes
     cdef array.array flags
     cdef dict seen
+    cdef dict scope_ids
+    cdef dict names
     cdef dict tool_hashes
     cdef set pending
     cdef object normalizers
     cdef object send_tools
-    cdef object scope_of
-    cdef object name_of
     # The scope of the last call added by ``add``: a trace's calls come in runs of one scope.
     cdef object last_session
     cdef object last_run
@@ -111,26 +115,40 @@ cdef class Rows:
 
     def __init__(self, builder):
         # The builder never rebinds these (it grows them in place): they are held here.
-        self.builder = builder
         self.scope_column = builder._scope_column
         self.hashes = builder._hashes
         self.flags = builder._flags
         self.seen = builder._seen
+        self.scope_ids = builder._scope_ids
+        self.names = builder._names
         self.tool_hashes = builder._tool_hashes
         self.pending = builder._pending
         self.normalizers = builder._normalizers
         self.send_tools = builder._send_tools
-        self.scope_of = builder._scope
-        self.name_of = builder._name
 
-    cdef inline uint64_t name(self, object name) except? 0:
+    def scope(self, session, run_id):
+        """The id of the scope ``(session, run_id)``, numbered in order of first appearance."""
+        key = _scope_key(session, run_id)
+        scope = self.scope_ids.get(key)
+        if scope is None:
+            scope = self.scope_ids[key] = len(self.scope_ids)
+        return scope
+
+    def name(self, name):
+        """The hash of a tool name, kept with the name for messages."""
+        found = self.tool_hashes.get(name)
+        if found is None:
+            found = self.tool_hashes[name] = _name_hash(name)
+            self.names.setdefault(found, name)
+        return found
+
+    cdef inline uint64_t name_of(self, object name) except? 0:
         cdef PyObject *found
         if type(name) is not str:
-            known = self.tool_hashes.get(name)  # its own __hash__ and __eq__ run, as they do there
-            return self.name_of(name) if known is None else known
+            return self.name(name)  # its own __hash__ and __eq__ run, as they do there
         found = PyDict_GetItem(self.tool_hashes, name)
         if found is NULL:
-            return self.name_of(name)
+            return self.name(name)
         return <object>found
 
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
@@ -155,7 +173,7 @@ cdef class Rows:
         if found is not NULL:
             scope = <object>found
         else:
-            scope = self.scope_of(session, run_id)
+            scope = self.scope(session, run_id)
             if cached:
                 PyDict_SetItem(self.seen, key, scope)
         if cached:
@@ -173,10 +191,10 @@ cdef class Rows:
         result_hash, unknown, kind, identity, no_progress = row_outcome(
             tool_name, args, result, error, self.normalizers, self.send_tools
         )
-        row_hashes[0] = self.name(tool_name)
+        row_hashes[0] = self.name_of(tool_name)
         row_hashes[1] = args_hash
         row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
-        row_hashes[3] = 0 if unknown is None else self.name(unknown)
+        row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
         row_hashes[4] = 0 if identity is None else <uint64_t>identity
         row_flags[0] = result_hash is not None
         row_flags[1] = unknown is not None

@@ -13,13 +13,14 @@ from array import array
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import _outcome
+from .. import _fingerprint, _outcome
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO
+from .._scopes import scope_key
 
 if TYPE_CHECKING:
     from ._table import CallTableBuilder
 
-__all__ = ["IMPLEMENTATION", "Rows"]
+__all__ = ["IMPLEMENTATION", "Rows", "name_hash"]
 
 IMPLEMENTATION = "python"
 
@@ -28,13 +29,59 @@ _CACHED = frozenset({str, int, type(None)})
 _RUNS = frozenset({str, type(None)})
 
 
-class Rows:
-    """The rows of one builder: its columns, scopes and names, appended to call by call."""
+def name_hash(name: str) -> int:
+    """The hash a tool name or unknown-tool name is kept under in a ``CallTable``."""
+    return _fingerprint.fingerprint(name, b"loopcore:name\x00")
 
-    __slots__ = ("builder",)
+
+class Rows:
+    """The rows of one builder: its columns, scopes and names, appended to call by call.
+
+    It holds the builder's containers, not the builder (which holds it): no cycle,
+    so a builder and its columns are freed as soon as it is dropped.
+    """
+
+    __slots__ = (
+        "flags",
+        "hashes",
+        "names",
+        "normalizers",
+        "pending",
+        "scope_column",
+        "scope_ids",
+        "seen",
+        "send_tools",
+        "tool_hashes",
+    )
 
     def __init__(self, builder: CallTableBuilder) -> None:
-        self.builder = builder
+        # The builder never rebinds these (it grows them in place).
+        self.scope_column = builder._scope_column
+        self.hashes = builder._hashes
+        self.flags = builder._flags
+        self.scope_ids = builder._scope_ids
+        self.names = builder._names
+        self.tool_hashes = builder._tool_hashes
+        self.pending = builder._pending
+        self.seen = builder._seen
+        self.normalizers = builder._normalizers
+        self.send_tools = builder._send_tools
+
+    def scope(self, session: Hashable, run_id: object) -> int:
+        """The id of the scope ``(session, run_id)``, numbered in order of first appearance."""
+        key = scope_key(session, run_id)  # type: ignore[arg-type]
+        scope = self.scope_ids.get(key)
+        if scope is None:
+            scope = self.scope_ids[key] = len(self.scope_ids)
+        return scope
+
+    def name(self, name: str) -> int:
+        """The hash of a tool name, kept with the name for messages."""
+        found = self.tool_hashes.get(name)
+        if found is None:
+            found = self.tool_hashes[name] = name_hash(name)
+            self.names.setdefault(found, name)
+        return found
 
     def add_checked(
         self,
@@ -46,19 +93,17 @@ class Rows:
         run_id: str | None,
     ) -> None:
         """``CallTableBuilder.add`` once ``tool_name`` is known to be a ``str``."""
-        builder = self.builder
         key = (session, run_id)
         cached = type(session) in _CACHED and type(run_id) in _RUNS
-        scope = builder._seen.get(key) if cached else None
+        scope = self.seen.get(key) if cached else None
         if scope is None:
-            scope = builder._scope(session, run_id)
+            scope = self.scope(session, run_id)
             if cached:
-                builder._seen[key] = scope
+                self.seen[key] = scope
         self.row(scope, tool_name, args, result, error)
 
     def row(self, scope: int, tool_name: str, args: Any, result: Any, error: Any) -> int:
         """Fingerprint one call and its outcome into a new row of ``scope``; its index."""
-        builder = self.builder
         # The chooser's functions as they are now: a builder made under ``use_twin``
         # hashes with that twin.
         args_hash = _outcome.hash_call(tool_name, args)
@@ -67,35 +112,35 @@ class Rows:
             args,
             result=result,
             error=error,
-            normalizers=builder._normalizers,
-            send_tools=builder._send_tools,
+            normalizers=self.normalizers,
+            send_tools=self.send_tools,
         )
-        tool = builder._tool_hashes.get(tool_name)
+        tool = self.tool_hashes.get(tool_name)
         if tool is None:
-            tool = builder._name(tool_name)
+            tool = self.name(tool_name)
         hashes = (
             tool,
             args_hash,
             result_hash or 0,
-            0 if unknown is None else builder._name(unknown),
+            0 if unknown is None else self.name(unknown),
             identity or 0,
         )
         flags = (
             result_hash is not None,
             unknown is not None,
             _outcome.is_known_poll(tool_name, args),
-            scope in builder._pending,
+            scope in self.pending,
             kind == KIND_VETO,
             kind == KIND_TERMINAL_EXEC,
             bool(no_progress),
             False,
         )
         # Everything that could fail has run: the three columns grow together.
-        builder._pending.discard(scope)
-        builder._scope_column.append(scope)
-        builder._hashes.extend(hashes)
-        builder._flags.extend(flags)
-        return len(builder._scope_column) - 1
+        self.pending.discard(scope)
+        self.scope_column.append(scope)
+        self.hashes.extend(hashes)
+        self.flags.extend(flags)
+        return len(self.scope_column) - 1
 
     def read(
         self,

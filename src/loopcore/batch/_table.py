@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .. import _fingerprint
 from .._outcome import (
     UNSET,
     Normalizer,
@@ -26,9 +25,10 @@ from .._outcome import (
     check_tool_name,
 )
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO
-from .._scopes import ScopeKey, scope_key, session_of
+from .._scopes import ScopeKey, session_of
 from ._columns import check_kinds, checked_column, scope_keys
 from ._rows import new_rows
+from ._rows_py import name_hash
 
 __all__ = [
     "EVENT_FIELDS",
@@ -49,11 +49,6 @@ EVENT_FIELDS = frozenset(
 
 class EventError(ValueError):
     """A call event is malformed; the message names the field."""
-
-
-def name_hash(name: str) -> int:
-    """The hash a tool name or unknown-tool name is kept under in a ``CallTable``."""
-    return _fingerprint.fingerprint(name, b"loopcore:name\x00")
 
 
 #: The tool hash of ``wait``, whose known-poll critical row has its own threshold (SPEC §8.8).
@@ -309,18 +304,7 @@ class CallTableBuilder:
         return len(self._scope_column)
 
     def _scope(self, session: Hashable, run_id: object) -> int:
-        key = scope_key(session, run_id)  # type: ignore[arg-type]
-        scope = self._scope_ids.get(key)
-        if scope is None:
-            scope = self._scope_ids[key] = len(self._scope_ids)
-        return scope
-
-    def _name(self, name: str) -> int:
-        found = self._tool_hashes.get(name)
-        if found is None:
-            found = self._tool_hashes[name] = name_hash(name)
-            self._names.setdefault(found, name)
-        return found
+        return self._rows.scope(session, run_id)
 
     def add(
         self,
