@@ -261,12 +261,26 @@ class _Raises:
         return "_Raises()"
 
 
+class _Key:
+    """A mapping key that collides with every str and raises when compared."""
+
+    def __hash__(self) -> int:
+        return hash("action")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing")
+
+    def __repr__(self) -> str:
+        return "_Key()"
+
+
 _CALLS: list[tuple[Any, Any, dict[str, Any]]] = [
     ("read", {"path": "a"}, {"result": "x"}),
     ("read", ("a", 1), {"result": ("tuple", b"bytes")}),
     (_Name("exec"), {"command": "make"}, {"result": {"details": {"status": "completed"}}}),
     ("process", _Args(action="poll"), {"result": {"content": "running"}}),
     ("process", {"action": _Raises()}, {"result": "x"}),
+    ("process", {_Key(): 1}, {"result": "x"}),
     ("process", {"action": "log"}, {"result": {"details": {"status": "running"}}}),
     ("wait", {}, {"result": {"status": "done"}}),
     ("command_status", [], {"error": "Unknown tool: nope"}),

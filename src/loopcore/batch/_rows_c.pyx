@@ -60,9 +60,16 @@ cdef inline bint known_poll(object tool_name, object args) except -1:
         return True
     if tool_name != "process":
         return False
-    if type(args) is dict and (<dict>args).get("action") is None:
-        return False
-    # A process call with an action: rarer, and its action may be any value.
+    if type(args) is dict:
+        try:
+            action = (<dict>args).get("action")
+        except Exception:
+            return False  # a key whose == raises: the reference says False too
+        if action is None:
+            return False
+        if type(action) is str:
+            return action == "poll" or action == "log"
+    # Any other mapping, or an action of another type (its == may run code).
     return _is_known_poll(tool_name, args)
 
 
