@@ -4,7 +4,8 @@ A ``CallTable`` holds one row per call of a trace, already fingerprinted: the
 numbers a gateway's ring would keep for it (SPEC §3, §8.0: hashes, outcome kind,
 failure identity, no-progress flag), plus the flags the scans need.
 ``CallTableBuilder`` fills one from call events, hashing each call and outcome
-exactly as the per-call path does (the chosen outcome twin), once.
+exactly as the per-call path does (the chosen outcome twin), once; the work done
+per call (a row, and the msgspec reading loop) is its rows twin's (``_rows``).
 """
 
 from __future__ import annotations
@@ -290,7 +291,9 @@ class CallTableBuilder:
         self._pending: set[int] = set()
         # The table's rows as packed machine values (8 + 40 + 8 bytes a call, not the
         # hundreds that Python ints in lists take); a missing result, unknown name or
-        # identity is 0 with its flag off.
+        # identity is 0 with its flag off. The compiled rows grow them in C, which does
+        # not check for exported buffers: nothing here keeps a view of them (``build``
+        # and ``part`` copy).
         self._scope_column = array("q")
         self._hashes = array("Q")
         self._flags = array("B")
