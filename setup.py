@@ -14,7 +14,15 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-MODULES = ["_fingerprint_c", "_outcome_c", "_ring_c", "_percall_c"]
+#: Module names under ``loopcore`` (a dotted one lives in that subpackage).
+MODULES = [
+    "_fingerprint_c",
+    "_outcome_c",
+    "_ring_c",
+    "_percall_c",
+    "batch._rows_c",
+    "formats._lines_c",
+]
 
 
 def extensions() -> list[Extension]:
@@ -50,7 +58,7 @@ def extensions() -> list[Extension]:
     modules = [
         Extension(
             f"loopcore.{name}",
-            [f"src/loopcore/{name}.pyx"],
+            [f"src/loopcore/{name.replace('.', '/')}.pyx"],
             include_dirs=["src/loopcore"],
             define_macros=macros,
             extra_compile_args=compile_args,

@@ -20,6 +20,11 @@ plain-Python yardstick), then ``loopcore replay`` with the reference ``json``
 reading path, with the msgspec path, both ``--jobs 1``, and ``--jobs`` 2 and
 the number of cores (the ``--jobs`` scaling). The run ends with one line
 giving each leg's calls/s and its ratio to the ``json.loads`` leg.
+
+Phases (group ``replay phases``): on the same trace, ``formats.load`` alone with
+``--jobs`` 1 and the default, and ``batch.scan`` of the loaded table alone, so
+the closing line's replay figures can be split into reading and scanning. The
+run prints one line of them.
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 import loopcore
 from conftest import REPLAY_GROUP, Figures
+from loopcore import LoopDetectionConfig
+from loopcore.batch import scan
 from loopcore.cli import main
 from loopcore.cli.options import default_jobs
+from loopcore.formats import load
 from loopcore.formats._fast import REFERENCE_ENV
 from make_trace import write_trace
 
@@ -174,3 +182,47 @@ def _parsing_line() -> str:
         ratio = f" ({base / per_call:.2f}x json.loads)" if base and name != "json.loads" else ""
         parts.append(f"{name}: {1 / per_call:,.0f} calls/s{ratio}")
     return f"{PARSE_GROUP}: " + "; ".join(parts)
+
+
+# -- phases ----------------------------------------------------------------------------------
+
+PHASE_GROUP = f"replay phases: {PARSE_CALLS:,} calls"
+#: Seconds per call of each phase of this run, for the closing line.
+PHASE_MEDIANS: dict[str, float] = {}
+PHASES = [("load --jobs 1", 1), (f"load --jobs {default_jobs()}", default_jobs()), ("scan", 0)]
+
+
+@pytest.mark.benchmark(group=PHASE_GROUP)
+@pytest.mark.parametrize(("name", "jobs"), PHASES, ids=[n for n, _ in PHASES])
+def test_replay_phases(
+    benchmark: BenchmarkFixture,
+    big_trace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    jobs: int,
+) -> None:
+    monkeypatch.delenv(REFERENCE_ENV, raising=False)
+    benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
+    err = io.StringIO()
+    if jobs:
+        traces = benchmark.pedantic(
+            load,
+            args=([str(big_trace)],),
+            kwargs={"err": err, "progress": False, "jobs": jobs},
+            rounds=ROUNDS,
+            iterations=1,
+        )
+        assert len(traces.table) == PARSE_CALLS
+    else:
+        table = load([str(big_trace)], err=err, progress=False).table
+        config = LoopDetectionConfig(enabled=True)
+        result = benchmark.pedantic(scan, args=(table, config), rounds=ROUNDS, iterations=1)
+        assert result is not None
+    median = benchmark.stats.stats.median
+    PHASE_MEDIANS[name] = median / PARSE_CALLS
+    benchmark.extra_info["us_per_call"] = round(median / PARSE_CALLS * 1e6, 3)
+    if name == PHASES[-1][0]:
+        with capsys.disabled():
+            parts = [f"{n}: {per_call * 1e6:.2f} us/call" for n, per_call in PHASE_MEDIANS.items()]
+            print(f"\n{PHASE_GROUP}: " + "; ".join(parts))

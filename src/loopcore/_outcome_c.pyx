@@ -79,6 +79,22 @@ cdef inline object fast_outcome(object tool_name, object args, object result, ob
     return None
 
 
+cdef uint64_t row_call_hash(object tool_name, object args) except? 0:
+    return call_hash(tool_name, args)
+
+
+cdef object row_outcome(
+    object tool_name, object args, object result, object error, object normalizers,
+    object send_tools,
+):
+    found = fast_outcome(tool_name, args, result, error, normalizers, send_tools)
+    if found is not None:
+        return found
+    return _py_outcome_of(
+        tool_name, args, result=result, error=error, normalizers=normalizers, send_tools=send_tools
+    )
+
+
 def outcome_of(
     tool_name, args, *, result=UNSET, error=UNSET, normalizers=None, send_tools=()
 ):

@@ -36,6 +36,17 @@ cdef inline bint inert(object value):
     return is_plain_leaf(value) or type(value) is dict
 
 
+cdef inline str stripped_text(str text):
+    """``text.strip()``, without the method call when neither end is white space."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    if n and not (
+        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(text, 0))
+        or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(text, n - 1))
+    ):
+        return text  # what str.strip returns for an exact str it leaves unchanged
+    return text.strip()
+
+
 cdef uint64_t hash_exec(str status, object code, bint timed_out, object out) except? 0:
     """The hash of ("exec", status, code, timed_out, out) (SPEC §2, §8.4).
 
@@ -105,7 +116,7 @@ cdef object exec_finished(dict details, str status, str text):
     aggregated = details.get("aggregated")
     out = text
     if type(aggregated) is str:
-        stripped = (<str>aggregated).strip()
+        stripped = stripped_text(<str>aggregated)
         if stripped:
             if str_wrapped(stripped):
                 return None  # normalised before it is shaped: the reference's job

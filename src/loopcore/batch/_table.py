@@ -4,7 +4,8 @@ A ``CallTable`` holds one row per call of a trace, already fingerprinted: the
 numbers a gateway's ring would keep for it (SPEC §3, §8.0: hashes, outcome kind,
 failure identity, no-progress flag), plus the flags the scans need.
 ``CallTableBuilder`` fills one from call events, hashing each call and outcome
-exactly as the per-call path does (the chosen outcome twin), once.
+exactly as the per-call path does (the chosen outcome twin), once; the work done
+per call (a row, and the msgspec reading loop) is its rows twin's (``_rows``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .. import _fingerprint
 from .._outcome import (
     UNSET,
     Normalizer,
@@ -24,13 +24,12 @@ from .._outcome import (
     check_normalizers,
     check_send_tools,
     check_tool_name,
-    hash_call,
-    is_known_poll,
-    outcome_of,
 )
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO
-from .._scopes import ScopeKey, scope_key, session_of
+from .._scopes import ScopeKey, session_of
 from ._columns import check_kinds, checked_column, scope_keys
+from ._rows import new_rows
+from ._rows_py import name_hash
 
 __all__ = [
     "EVENT_FIELDS",
@@ -51,11 +50,6 @@ EVENT_FIELDS = frozenset(
 
 class EventError(ValueError):
     """A call event is malformed; the message names the field."""
-
-
-def name_hash(name: str) -> int:
-    """The hash a tool name or unknown-tool name is kept under in a ``CallTable``."""
-    return _fingerprint.fingerprint(name, b"loopcore:name\x00")
 
 
 #: The tool hash of ``wait``, whose known-poll critical row has its own threshold (SPEC §8.8).
@@ -261,11 +255,6 @@ class Block(NamedTuple):
         )
 
 
-#: Session and run id types ``add_checked`` looks up as read (hashed and compared in C).
-_CACHED = frozenset({str, int, type(None)})
-_RUNS = frozenset({str, type(None)})
-
-
 class TablePart(NamedTuple):
     """The rows a builder collected, as picklable values: one piece of a table read elsewhere
     (a worker process), to be appended to another builder with ``CallTableBuilder.extend``."""
@@ -302,30 +291,23 @@ class CallTableBuilder:
         self._pending: set[int] = set()
         # The table's rows as packed machine values (8 + 40 + 8 bytes a call, not the
         # hundreds that Python ints in lists take); a missing result, unknown name or
-        # identity is 0 with its flag off.
+        # identity is 0 with its flag off. The compiled rows grow them in C, which does
+        # not check for exported buffers: nothing here keeps a view of them (``build``
+        # and ``part`` copy).
         self._scope_column = array("q")
         self._hashes = array("Q")
         self._flags = array("B")
         # (session, run_id) as read -> scope id, for the sessions and run ids of exact
         # plain types: ``add_checked`` then skips ``scope_key`` on a scope it has seen.
         self._seen: dict[tuple[object, object], int] = {}
+        # The per-call work (``_rows``): made last, it holds the columns above.
+        self._rows = new_rows(self)
 
     def __len__(self) -> int:
         return len(self._scope_column)
 
     def _scope(self, session: Hashable, run_id: object) -> int:
-        key = scope_key(session, run_id)  # type: ignore[arg-type]
-        scope = self._scope_ids.get(key)
-        if scope is None:
-            scope = self._scope_ids[key] = len(self._scope_ids)
-        return scope
-
-    def _name(self, name: str) -> int:
-        found = self._tool_hashes.get(name)
-        if found is None:
-            found = self._tool_hashes[name] = name_hash(name)
-            self._names.setdefault(found, name)
-        return found
+        return self._rows.scope(session, run_id)
 
     def add(
         self,
@@ -354,51 +336,11 @@ class CallTableBuilder:
     ) -> None:
         """``add`` for a reader that has checked ``tool_name`` is a ``str`` (and the call id,
         not kept here): the same row, made with fewer Python steps (a large replay's loop)."""
-        key = (session, run_id)
-        scope = self._seen.get(key) if type(session) in _CACHED and type(run_id) in _RUNS else None
-        if scope is None:
-            scope = self._scope(session, run_id)
-            if type(session) in _CACHED and type(run_id) in _RUNS:
-                self._seen[key] = scope
-        self._row(scope, tool_name, args, result, error)
+        self._rows.add_checked(tool_name, args, result, error, session, run_id)
 
     def _row(self, scope: int, tool_name: str, args: Any, result: Any, error: Any) -> int:
         """Fingerprint one call and its outcome into a new row of ``scope``; its index."""
-        args_hash = hash_call(tool_name, args)
-        result_hash, unknown, kind, identity, no_progress = outcome_of(
-            tool_name,
-            args,
-            result=result,
-            error=error,
-            normalizers=self._normalizers,
-            send_tools=self._send_tools,
-        )
-        tool = self._tool_hashes.get(tool_name)
-        if tool is None:
-            tool = self._name(tool_name)
-        hashes = (
-            tool,
-            args_hash,
-            result_hash or 0,
-            0 if unknown is None else self._name(unknown),
-            identity or 0,
-        )
-        flags = (
-            result_hash is not None,
-            unknown is not None,
-            is_known_poll(tool_name, args),
-            scope in self._pending,
-            kind == KIND_VETO,
-            kind == KIND_TERMINAL_EXEC,
-            bool(no_progress),
-            False,
-        )
-        # Everything that could fail has run: the three columns grow together.
-        self._pending.discard(scope)
-        self._scope_column.append(scope)
-        self._hashes.extend(hashes)
-        self._flags.extend(flags)
-        return len(self._scope_column) - 1
+        return self._rows.row(scope, tool_name, args, result, error)
 
     def add_compaction(self, *, session: Hashable = None, run_id: str | None = None) -> None:
         """A context compaction in this scope: the guard is armed for its next calls."""

@@ -21,10 +21,12 @@ decoded values (SPEC §2), are the reference's byte for byte.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable
 from typing import Any
 
 from .._outcome import UNSET
+from ..batch import CallTableBuilder
 from ._reader import PROGRESS_EVERY, Lines, Tick
 
 __all__ = ["AVAILABLE", "REFERENCE_ENV", "read_fast", "use_fast"]
@@ -71,51 +73,17 @@ def read_fast(
 ) -> int:
     """Read the remaining lines; returns the number of the last one.
 
-    ``add`` is ``CallTableBuilder.add``, ``keep`` records a row's line, and
-    ``slow(number, line)`` reads one line the reference way.
+    ``add`` is ``CallTableBuilder.add_checked``, ``keep`` records a row's line
+    (``array.append`` of the row lines), and ``slow(number, line)`` reads one line
+    the reference way. The loop itself is the builder's row twin's (``Rows.read``):
+    compiled, it decodes, checks and appends each row without a Python step.
     """
-    decode = _DECODE
-    errors = _ERRORS
-    missing = _MISSING
-    unset = UNSET
-    number = 0
-    for number, line in lines:
-        try:
-            event = decode(line)
-        except errors:
-            slow(number, line)
-            continue
-        tool = event.tool
-        args = event.args
-        ts = event.ts
-        call_id = event.tool_call_id
-        session = event.session
-        if (
-            event.type != "call"
-            or type(event.type) is not str
-            or type(tool) is not str
-            or args is missing
-            or not (ts is None or type(ts) in (int, float, str))
-            or not (call_id is None or type(call_id) is str)
-            or (type(session) is float and session != session)
-        ):
-            slow(number, line)  # rare shapes: the reference judges them, and words the reports
-            continue
-        result = event.result
-        error = event.error
-        try:
-            add(
-                tool,
-                args,
-                unset if result is missing else result,
-                unset if error is missing else error,
-                session,
-                event.run_id,
-            )
-        except (TypeError, ValueError):
-            slow(number, line)  # e.g. a bad run_id: the reference words the report
-            continue
-        keep(number)
-        if not number % PROGRESS_EVERY:
-            tick()
-    return number
+    # The loop writes to the builder and the row lines directly, not through the callables.
+    builder = getattr(add, "__self__", None)
+    row_lines = getattr(keep, "__self__", None)
+    if not isinstance(builder, CallTableBuilder):
+        raise TypeError("add: expected a CallTableBuilder's add_checked")
+    if not isinstance(row_lines, array):
+        raise TypeError("keep: expected an array's append")
+    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event)
+    return builder._rows.read(lines, tick, row_lines, slow, decoder)

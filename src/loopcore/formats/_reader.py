@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from array import array
 from collections.abc import Callable, Iterator
@@ -175,6 +176,20 @@ def line_limit(limit: object) -> int:
     )
 
 
+def _compiled_lines() -> Any:
+    """``_lines_c.Lines``, unless extensions are disabled or it was not built."""
+    if os.environ.get("LOOPCORE_NO_EXTENSIONS") or sys.implementation.name != "cpython":
+        return None
+    try:
+        from ._lines_c import Lines  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return Lines
+
+
+_COMPILED_LINES = _compiled_lines()
+
+
 class LineSource:
     """A binary stream's lines, numbered from 1; a line longer than ``limit`` is not one of them.
 
@@ -196,6 +211,13 @@ class LineSource:
         self.count = 0
 
     def __iter__(self) -> Lines:
+        if _COMPILED_LINES is not None:
+            lines: Lines = _COMPILED_LINES(self)
+            return lines
+        return self.lines()
+
+    def lines(self) -> Lines:
+        """The lines as a generator (the reference twin of ``_lines_c.Lines``)."""
         readline = self.stream.readline
         limit = self.limit
         size = limit + 1  # room for the line end of a line of exactly ``limit`` bytes

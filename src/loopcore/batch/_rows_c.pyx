@@ -1,0 +1,346 @@
+# cython: language_level=3, freethreading_compatible=True
+"""How does one call become a row of a ``CallTable``? (compiled twin of the row builder)
+
+The same rows as ``_rows_py`` (the reference), appended to the builder's packed
+columns from C: the call and outcome hashes come from the compiled outcome
+twin's C entry points (no Python call per hash), the known-poll flag and the
+scope and name look-ups are read in C, and the row goes into the ``array``
+columns without a tuple. The msgspec reading loop runs here too, so a common
+line costs its decode, a few field reads and the hashing. Whatever C does not
+read in full (a ``str`` subclass for a name, a hostile mapping, an outcome the
+compiled twin is unsure of) runs the same Python code the reference does.
+"""
+
+from cpython cimport array
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport uint64_t
+
+from .._outcome_c cimport row_call_hash, row_outcome
+from ..formats._lines_c cimport Lines
+
+from .._outcome_py import is_known_poll as _is_known_poll
+from .._scopes import scope_key as _scope_key
+from ._rows_py import name_hash as _name_hash
+from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
+from .._records import KIND_VETO as _KIND_VETO
+
+__all__ = ["IMPLEMENTATION", "Rows"]
+
+IMPLEMENTATION = "cython"
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    PyTypeObject PyMemberDescr_Type
+
+cdef extern from "structmember.h":
+    int T_OBJECT_EX
+
+# The fields of an event (formats._fast._Event), in the order they are read.
+cdef tuple EVENT_FIELDS = (
+    "type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"
+)
+cdef enum:
+    F_TYPE, F_TOOL, F_ARGS, F_RESULT, F_ERROR, F_CALL_ID, F_SESSION, F_RUN_ID, F_TS, F_COUNT
+
+cdef object KIND_VETO = _KIND_VETO
+cdef object KIND_TERMINAL = _KIND_TERMINAL_EXEC
+cdef tuple READ_ERRORS = (TypeError, ValueError)
+
+
+cdef inline bint known_poll(object tool_name, object args) except -1:
+    """``is_known_poll`` for an exact str name; the reference's own code for anything else."""
+    if type(tool_name) is not str:
+        return _is_known_poll(tool_name, args)
+    if tool_name == "command_status" or tool_name == "wait":
+        return True
+    if tool_name != "process":
+        return False
+    if type(args) is dict:
+        try:
+            action = (<dict>args).get("action")
+        except Exception:
+            return False  # a key whose == raises: the reference says False too
+        if action is None:
+            return False
+        if type(action) is str:
+            return action == "poll" or action == "log"
+    # Any other mapping, or an action of another type (its == may run code).
+    return _is_known_poll(tool_name, args)
+
+
+cdef bint field_offsets(object kind, Py_ssize_t *offsets) except -1:
+    """Where each event field lives in an instance of ``kind``; False: read them by name.
+
+    A msgspec struct keeps its fields as member slots (``T_OBJECT_EX``): read at
+    their offsets they cost a load each instead of an attribute look-up.
+    """
+    cdef PyMemberDef *member
+    for i, name in enumerate(EVENT_FIELDS):
+        descriptor = getattr(kind, "__dict__", {}).get(name)
+        if descriptor is None or type(descriptor) is not <object>&PyMemberDescr_Type:
+            return False
+        member = (<PyMemberDescrObject *><PyObject *>descriptor).d_member
+        if member.type != T_OBJECT_EX or member.offset <= 0:
+            return False
+        offsets[i] = member.offset
+    return True
+
+
+cdef inline object slot(object event, Py_ssize_t offset, str name):
+    """One field of an event, at its offset (by name when unset: its AttributeError)."""
+    cdef PyObject *value = (<PyObject **>(<char *><PyObject *>event + offset))[0]
+    if value is NULL:
+        return getattr(event, name)
+    return <object>value
+
+
+cdef class Rows:
+    """The rows of one builder: its columns, scopes and names, appended to call by call.
+
+    It holds the builder's containers, not the builder (which holds it): no cycle.
+    """
+
+    cdef array.array scope_column
+    cdef array.array hashes
+    cdef array.array flags
+    cdef dict seen
+    cdef dict scope_ids
+    cdef dict names
+    cdef dict tool_hashes
+    cdef set pending
+    cdef object normalizers
+    cdef object send_tools
+    # The scope of the last call added by ``add``: a trace's calls come in runs of one scope.
+    cdef object last_session
+    cdef object last_run
+    cdef object last_scope
+
+    def __init__(self, builder):
+        # The builder never rebinds these (it grows them in place): they are held here.
+        self.scope_column = builder._scope_column
+        self.hashes = builder._hashes
+        self.flags = builder._flags
+        self.seen = builder._seen
+        self.scope_ids = builder._scope_ids
+        self.names = builder._names
+        self.tool_hashes = builder._tool_hashes
+        self.pending = builder._pending
+        self.normalizers = builder._normalizers
+        self.send_tools = builder._send_tools
+
+    def scope(self, session, run_id):
+        """The id of the scope ``(session, run_id)``, numbered in order of first appearance."""
+        key = _scope_key(session, run_id)
+        scope = self.scope_ids.get(key)
+        if scope is None:
+            scope = self.scope_ids[key] = len(self.scope_ids)
+        return scope
+
+    def name(self, name):
+        """The hash of a tool name, kept with the name for messages."""
+        found = self.tool_hashes.get(name)
+        if found is None:
+            found = self.tool_hashes[name] = _name_hash(name)
+            self.names.setdefault(found, name)
+        return found
+
+    cdef inline uint64_t name_of(self, object name) except? 0:
+        cdef PyObject *found
+        if type(name) is not str:
+            return self.name(name)  # its own __hash__ and __eq__ run, as they do there
+        found = PyDict_GetItem(self.tool_hashes, name)
+        if found is NULL:
+            return self.name(name)
+        return <object>found
+
+    cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
+                        object session, object run_id) except -1:
+        cdef bint cached = (
+            (session is None or type(session) is str or type(session) is int)
+            and (run_id is None or type(run_id) is str)
+        )
+        cdef PyObject *found = NULL
+        if cached and self.last_scope is not None and (
+            type(session) is type(self.last_session)
+            and type(run_id) is type(self.last_run)
+            and session == self.last_session
+            and run_id == self.last_run
+        ):
+            # The key of the last call (same exact types, equal values): its dict entry.
+            return self.append(self.last_scope, tool_name, args, result, error)
+        key = None
+        if cached:
+            key = (session, run_id)
+            found = PyDict_GetItem(self.seen, key)
+        if found is not NULL:
+            scope = <object>found
+        else:
+            scope = self.scope(session, run_id)
+            if cached:
+                PyDict_SetItem(self.seen, key, scope)
+        if cached:
+            self.last_session = session
+            self.last_run = run_id
+            self.last_scope = scope
+        return self.append(scope, tool_name, args, result, error)
+
+    cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
+                           object error) except -1:
+        cdef uint64_t row_hashes[5]
+        cdef unsigned char row_flags[8]
+        cdef long long scope_id = scope
+        cdef uint64_t args_hash = row_call_hash(tool_name, args)
+        result_hash, unknown, kind, identity, no_progress = row_outcome(
+            tool_name, args, result, error, self.normalizers, self.send_tools
+        )
+        row_hashes[0] = self.name_of(tool_name)
+        row_hashes[1] = args_hash
+        row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
+        row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
+        row_hashes[4] = 0 if identity is None else <uint64_t>identity
+        row_flags[0] = result_hash is not None
+        row_flags[1] = unknown is not None
+        row_flags[2] = known_poll(tool_name, args)
+        row_flags[3] = bool(self.pending) and scope in self.pending
+        row_flags[4] = kind == KIND_VETO
+        row_flags[5] = kind == KIND_TERMINAL
+        row_flags[6] = bool(no_progress)
+        row_flags[7] = 0
+        # Everything that could fail has run: the three columns grow together.
+        if row_flags[3]:
+            self.pending.discard(scope)
+        array.extend_buffer(self.scope_column, <char *>&scope_id, 1)
+        array.extend_buffer(self.hashes, <char *>row_hashes, 5)
+        array.extend_buffer(self.flags, <char *>row_flags, 8)
+        return len(self.scope_column) - 1
+
+    def add_checked(self, tool_name, args, result, error, session, run_id):
+        """``CallTableBuilder.add`` once ``tool_name`` is known to be a ``str``."""
+        self.add(tool_name, args, result, error, session, run_id)
+
+    def row(self, scope, tool_name, args, result, error):
+        """Fingerprint one call and its outcome into a new row of ``scope``; its index."""
+        return self.append(scope, tool_name, args, result, error)
+
+    def read(self, lines, tick, array.array row_lines, slow, tuple decoder):
+        """The msgspec reading loop (see ``_rows_py.Rows.read``); the last line's number."""
+        decode, errors, missing, unset, every_, event_type = decoder
+        cdef long long every = every_
+        cdef long long number = 0
+        cdef long long kept
+        cdef Py_ssize_t at[F_COUNT]
+        if not field_offsets(event_type, at):
+            return self.read_by_name(lines, tick, row_lines, slow, decoder)
+        # A compiled line source hands its lines over without a tuple or an int each.
+        cdef Lines source = <Lines>lines if type(lines) is Lines else None
+        iterator = iter(lines) if source is None else None
+        while True:
+            if source is not None:
+                line = source.next_line()
+                if line is None:
+                    break
+                number = source.number
+            else:
+                item = next(iterator, None)
+                if item is None:
+                    break
+                number_, line = item
+                number = number_
+            try:
+                event = decode(line)
+            except errors:
+                slow(number, line)
+                continue
+            if type(event) is not event_type:
+                raise TypeError(f"decoder: expected a {event_type.__name__}")
+            kind = slot(event, at[F_TYPE], "type")
+            tool = slot(event, at[F_TOOL], "tool")
+            args = slot(event, at[F_ARGS], "args")
+            ts = slot(event, at[F_TS], "ts")
+            call_id = slot(event, at[F_CALL_ID], "tool_call_id")
+            session = slot(event, at[F_SESSION], "session")
+            if (
+                type(kind) is not str
+                or kind != "call"
+                or type(tool) is not str
+                or args is missing
+                or not (ts is None or type(ts) is int or type(ts) is float or type(ts) is str)
+                or not (call_id is None or type(call_id) is str)
+                or (type(session) is float and session != session)
+            ):
+                slow(number, line)  # rare shapes: the reference judges them
+                continue
+            result = slot(event, at[F_RESULT], "result")
+            error = slot(event, at[F_ERROR], "error")
+            try:
+                self.add(
+                    tool,
+                    args,
+                    unset if result is missing else result,
+                    unset if error is missing else error,
+                    session,
+                    slot(event, at[F_RUN_ID], "run_id"),
+                )
+            except READ_ERRORS:
+                slow(number, line)  # e.g. a bad run_id: the reference words the report
+                continue
+            kept = number
+            array.extend_buffer(row_lines, <char *>&kept, 1)
+            if number % every == 0:
+                tick()
+        return number
+
+    def read_by_name(self, lines, tick, array.array row_lines, slow, tuple decoder):
+        """``read`` for an event type whose fields are not plain slots: by attribute."""
+        decode, errors, missing, unset, every_, _ = decoder
+        cdef long long every = every_
+        cdef long long number = 0
+        cdef long long kept
+        for number_, line in lines:
+            number = number_
+            try:
+                event = decode(line)
+            except errors:
+                slow(number_, line)
+                continue
+            kind = event.type
+            tool = event.tool
+            args = event.args
+            ts = event.ts
+            call_id = event.tool_call_id
+            session = event.session
+            if (
+                type(kind) is not str
+                or kind != "call"
+                or type(tool) is not str
+                or args is missing
+                or not (ts is None or type(ts) is int or type(ts) is float or type(ts) is str)
+                or not (call_id is None or type(call_id) is str)
+                or (type(session) is float and session != session)
+            ):
+                slow(number_, line)
+                continue
+            result = event.result
+            error = event.error
+            try:
+                self.add(
+                    tool,
+                    args,
+                    unset if result is missing else result,
+                    unset if error is missing else error,
+                    session,
+                    event.run_id,
+                )
+            except READ_ERRORS:
+                slow(number_, line)
+                continue
+            kept = number
+            array.extend_buffer(row_lines, <char *>&kept, 1)
+            if number % every == 0:
+                tick()
+        return number
