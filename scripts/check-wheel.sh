@@ -78,8 +78,13 @@ from pathlib import Path
 
 repo, sdist, wheel = (Path(arg) for arg in sys.argv[1:])
 package = repo / "src" / "loopcore"
-pyx = sorted(p.name for p in package.glob("*.pyx"))
-sources = sorted(p.name for p in package.iterdir() if p.suffix in {".pyx", ".pxd", ".pxi", ".h"})
+# Paths under src/loopcore: the subpackages (batch, formats) have compiled twins too.
+pyx = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.pyx"))
+sources = sorted(
+    p.relative_to(package).as_posix()
+    for p in package.rglob("*")
+    if p.suffix in {".pyx", ".pxd", ".pxi", ".h"}
+)
 license_text = (repo / "LICENSE").read_bytes()
 # The version is written once, in _version.py; the file names and metadata carry it.
 found = re.search(r'^__version__ = "([^"]+)"$', (package / "_version.py").read_text(), re.M)

@@ -67,23 +67,16 @@ def use_fast() -> bool:
 def read_fast(
     lines: Lines,
     tick: Tick,
-    add: Callable[..., object],
-    keep: Callable[[int], object],
+    builder: CallTableBuilder,
+    row_lines: array[int],
     slow: Callable[[int, bytes], None],
 ) -> int:
-    """Read the remaining lines; returns the number of the last one.
+    """Read the remaining lines into ``builder``; returns the number of the last one.
 
-    ``add`` is ``CallTableBuilder.add_checked``, ``keep`` records a row's line
-    (``array.append`` of the row lines), and ``slow(number, line)`` reads one line
-    the reference way. The loop itself is the builder's row twin's (``Rows.read``):
-    compiled, it decodes, checks and appends each row without a Python step.
+    ``row_lines`` gets each row's line number, and ``slow(number, line)`` reads
+    one line the reference way. The loop itself is the builder's row twin's
+    (``Rows.read``): compiled, it decodes, checks and appends each row without a
+    Python step.
     """
-    # The loop writes to the builder and the row lines directly, not through the callables.
-    builder = getattr(add, "__self__", None)
-    row_lines = getattr(keep, "__self__", None)
-    if not isinstance(builder, CallTableBuilder):
-        raise TypeError("add: expected a CallTableBuilder's add_checked")
-    if not isinstance(row_lines, array):
-        raise TypeError("keep: expected an array's append")
     decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event)
     return builder._rows.read(lines, tick, row_lines, slow, decoder)

@@ -68,4 +68,4 @@ cdef inline bint ends_line(object line, Py_ssize_t n) except -1:
     """Does the (non-empty) line end with b"\\n"?"""
     if type(line) is bytes:
         return PyBytes_AS_STRING(line)[n - 1] == 10
-    return line[-1] == 10
+    return line[n - 1] == 10

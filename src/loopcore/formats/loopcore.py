@@ -25,8 +25,7 @@ class EventReader(Reader):
     def run(self, lines: Lines, tick: Tick) -> int:
         """Read the remaining lines; returns the number of the last one."""
         if use_fast():
-            keep = self.row_lines.append
-            return read_fast(lines, tick, self.builder.add_checked, keep, self.line)
+            return read_fast(lines, tick, self.builder, self.row_lines, self.line)
         return self.run_reference(lines, tick)
 
     def line(self, number: int, line: bytes) -> None:
