@@ -394,3 +394,25 @@ def test_a_poll_reads_its_fields_before_encoding_any(action: str) -> None:
         result = {"content": [{"type": "text", "text": "x"}], "details": fields}
         found.append(twin.outcome_of("process", {"action": action}, result=result))
     assert found[0] == found[1]
+
+
+def nested_details(levels: int) -> dict[str, Any]:
+    """Details whose innermost list lies ``levels`` containers below the details dict."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return {"lines": 1, "nested": value}
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled twin is not built")
+@pytest.mark.parametrize("levels", [250, 251, 252, 253, 254, 255, 256, 257])
+@pytest.mark.parametrize("tool", ["read", "process"])
+def test_a_generic_result_meets_the_depth_limit_where_the_reference_does(
+    levels: int, tool: str
+) -> None:
+    """The generic hash's prefix (domain, header, tag) is written at once, one level deep."""
+    from loopcore import _outcome_c
+
+    result = {"content": [{"type": "text", "text": "x"}], "details": nested_details(levels)}
+    expected = _outcome_py.outcome_of(tool, {}, result=result)
+    assert exact(_outcome_c.outcome_of(tool, {}, result=result)) == exact(expected)

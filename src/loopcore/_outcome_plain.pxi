@@ -132,8 +132,8 @@ cdef uint64_t hash_whole(object value) except? 0:
         enc_free(&enc)
 
 
-cdef uint64_t hash_generic(object details, object text) except? 0:
-    """The generic rule of SPEC §2: the hash of ("result", details, text)."""
+cdef bytes generic_prefix():
+    """The bytes every generic hash starts with: the domain, the list header, the tag."""
     cdef Encoder enc
     enc_init(&enc)
     enc.nonces = 1
@@ -141,6 +141,24 @@ cdef uint64_t hash_generic(object details, object text) except? 0:
         enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
         enc_list_header(&enc, 3)
         enc_value(&enc, RESULT_TAG)
+        return enc.data[:enc.size]
+    finally:
+        enc_free(&enc)
+
+
+cdef bytes GENERIC_PREFIX = generic_prefix()
+
+
+cdef uint64_t hash_generic(object details, object text) except? 0:
+    """The generic rule of SPEC §2: the hash of ("result", details, text)."""
+    cdef Encoder enc
+    enc_init(&enc)
+    enc.nonces = 1
+    try:
+        # Written at once; the list's items follow one level deeper, as after
+        # enc_list_header.
+        enc_raw(&enc, <char*>GENERIC_PREFIX, len(GENERIC_PREFIX))
+        enc.depth = 1
         enc_value(&enc, details)
         # No entry held a wrapper marker, and a join cannot make one: the text
         # is written as it is.

@@ -14,7 +14,7 @@ cimport cython
 from cpython.contextvars cimport get_value
 from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport (
     Py_UNICODE_ISSPACE,
     PyUnicode_CheckExact,

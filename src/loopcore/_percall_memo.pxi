@@ -41,6 +41,13 @@ cdef extern from *:
     uint64_t dict_version "loopcore_dict_version" (PyObject *d) noexcept
 
 
+cdef extern from "Python.h":
+    # The reference counts of borrowed pointers, taken as they are: through
+    # ``<object>`` casts Cython would add a reference of its own around each.
+    void ref_take "Py_INCREF" (PyObject *value) noexcept
+    void ref_drop "Py_DECREF" (PyObject *value) noexcept
+
+
 cdef struct Memo:
     # A flat args dict and its hash, with owned references to the dict, the
     # tool name and every key and value (all immutable scalars).
@@ -69,7 +76,7 @@ cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
     if i != 2 * n:
         return False
     for i in range(2 * n):
-        Py_INCREF(<object>memo.items[i])
+        ref_take(memo.items[i])
     Py_INCREF(args)
     Py_INCREF(tool_name)
     memo.args = <PyObject*>args
@@ -108,9 +115,9 @@ cdef void memo_release(Memo *memo) noexcept:
         return
     cdef Py_ssize_t i
     for i in range(2 * old.size):
-        Py_DECREF(<object>old.items[i])
-    Py_DECREF(<object>old.args)
-    Py_DECREF(<object>old.tool)
+        ref_drop(old.items[i])
+    ref_drop(old.args)
+    ref_drop(old.tool)
 
 
 cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
