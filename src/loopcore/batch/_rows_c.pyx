@@ -6,12 +6,15 @@ columns from C: the call and outcome hashes come from the compiled outcome
 twin's C entry points (no Python call per hash), the known-poll flag and the
 scope and name look-ups are read in C, and the row goes into the ``array``
 columns without a tuple. The msgspec reading loop runs here too, so a common
-line costs its decode, a few field reads and the hashing. Whatever C does not
+line costs its decode, a few field reads and the hashing. Most tools' args are
+only hashed: they stay JSON text (``formats._fast._RawEvent``) and are hashed
+from it in C (``_json_canon.h``), never built. Whatever C does not
 read in full (a ``str`` subclass for a name, a hostile mapping, an outcome the
 compiled twin is unsure of) runs the same Python code the reference does.
 """
 
 from cpython cimport array
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
@@ -24,8 +27,9 @@ from .._scopes import scope_key as _scope_key
 from ._rows_py import name_hash as _name_hash
 from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
 from .._records import KIND_VETO as _KIND_VETO
+from .._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
 
-__all__ = ["IMPLEMENTATION", "Rows"]
+__all__ = ["IMPLEMENTATION", "Rows", "call_hash_of_json"]
 
 IMPLEMENTATION = "cython"
 
@@ -40,6 +44,17 @@ cdef extern from "Python.h":
 cdef extern from "structmember.h":
     int T_OBJECT_EX
 
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+
+cdef extern from "_json_canon.h":
+    int LC_CANON_OK
+    int lc_canon_call_hash(
+        const unsigned char *domain, size_t domain_size, const unsigned char *name,
+        size_t name_size, const unsigned char *args, size_t args_size, int untitled,
+        uint64_t *hash,
+    ) noexcept
+
 # The fields of an event (formats._fast._Event), in the order they are read.
 cdef tuple EVENT_FIELDS = (
     "type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"
@@ -50,6 +65,40 @@ cdef enum:
 cdef object KIND_VETO = _KIND_VETO
 cdef object KIND_TERMINAL = _KIND_TERMINAL_EXEC
 cdef tuple READ_ERRORS = (TypeError, ValueError)
+cdef bytes CALL_DOMAIN = _CALL_DOMAIN
+
+
+cdef inline bint raw_tool(str tool, object normalizers):
+    """Are this tool's args only hashed? Not when a rule or a normaliser reads them.
+
+    ``hash_call`` reduces update_plan's args, ``is_known_poll`` and the process
+    rule read a process call's ``action``, ``is_send`` a message's; exec's
+    ``title`` is left out by the C reader giving up on it.
+    """
+    if tool == "update_plan" or tool == "process" or tool == "message":
+        return False
+    return not (normalizers and tool in normalizers)
+
+
+cdef bint raw_call_hash(str tool, object raw, uint64_t *found) except -1:
+    """``hash_call(tool, json.loads(raw))`` from the JSON text; False: decode it instead."""
+    cdef Py_buffer view
+    cdef Py_ssize_t name_size
+    cdef const char *name
+    try:
+        name = PyUnicode_AsUTF8AndSize(tool, &name_size)
+    except UnicodeEncodeError:
+        return False  # a lone surrogate: the encoder's surrogatepass bytes
+    PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
+    try:
+        status = lc_canon_call_hash(
+            <const unsigned char *><char *>CALL_DOMAIN, len(CALL_DOMAIN),
+            <const unsigned char *>name, name_size,
+            <const unsigned char *>view.buf, view.len, tool == "exec", found,
+        )
+    finally:
+        PyBuffer_Release(&view)
+    return status == LC_CANON_OK
 
 
 cdef inline bint known_poll(object tool_name, object args) except -1:
@@ -71,6 +120,15 @@ cdef inline bint known_poll(object tool_name, object args) except -1:
             return action == "poll" or action == "log"
     # Any other mapping, or an action of another type (its == may run code).
     return _is_known_poll(tool_name, args)
+
+
+def call_hash_of_json(str tool, data):
+    """The call hash of ``tool`` and the args whose JSON text is ``data``, read in C; None
+    where the C reader gives up (the reading loop then decodes the text). For tests."""
+    cdef uint64_t found = 0
+    if raw_call_hash(tool, data, &found):
+        return found
+    return None
 
 
 cdef bint field_offsets(object kind, Py_ssize_t *offsets) except -1:
@@ -159,7 +217,8 @@ cdef class Rows:
         return <object>found
 
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
-                        object session, object run_id) except -1:
+                        object session, object run_id, bint hashed=False,
+                        uint64_t args_hash=0) except -1:
         cdef bint cached = (
             (session is None or type(session) is str or type(session) is int)
             and (run_id is None or type(run_id) is str)
@@ -172,7 +231,7 @@ cdef class Rows:
             and run_id == self.last_run
         ):
             # The key of the last call (same exact types, equal values): its dict entry.
-            return self.append(self.last_scope, tool_name, args, result, error)
+            return self.append(self.last_scope, tool_name, args, result, error, hashed, args_hash)
         key = None
         if cached:
             key = (session, run_id)
@@ -187,14 +246,17 @@ cdef class Rows:
             self.last_session = session
             self.last_run = run_id
             self.last_scope = scope
-        return self.append(scope, tool_name, args, result, error)
+        return self.append(scope, tool_name, args, result, error, hashed, args_hash)
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
-                           object error) except -1:
+                           object error, bint hashed=False, uint64_t args_hash=0) except -1:
+        # ``hashed``: ``args_hash`` is the call hash, read from the args' JSON text,
+        # and ``args`` None (no rule of this tool reads them: ``raw_tool``).
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
-        cdef uint64_t args_hash = row_call_hash(tool_name, args)
+        if not hashed:
+            args_hash = row_call_hash(tool_name, args)
         result_hash, unknown, kind, identity, no_progress = row_outcome(
             tool_name, args, result, error, self.normalizers, self.send_tools
         )
@@ -229,12 +291,21 @@ cdef class Rows:
 
     def read(self, lines, tick, array.array row_lines, slow, tuple decoder):
         """The msgspec reading loop (see ``_rows_py.Rows.read``); the last line's number."""
-        decode, errors, missing, unset, every_, event_type = decoder
+        decode, errors, missing, unset, every_, event_type = decoder[:6]
         cdef long long every = every_
         cdef long long number = 0
         cdef long long kept
         cdef Py_ssize_t at[F_COUNT]
+        cdef uint64_t args_hash = 0
+        cdef bint hashed
+        cdef bint raw_args = len(decoder) > 6 and decoder[6] is not None
+        decode_args = None
+        if raw_args:
+            decode, event_type, decode_args = decoder[6]
         if not field_offsets(event_type, at):
+            if raw_args:
+                decoder = decoder[:6]  # the by-name loop decodes whole events
+
             return self.read_by_name(lines, tick, row_lines, slow, decoder)
         # A compiled line source hands its lines over without a tuple or an int each.
         cdef Lines source = <Lines>lines if type(lines) is Lines else None
@@ -275,6 +346,19 @@ cdef class Rows:
             ):
                 slow(number, line)  # rare shapes: the reference judges them
                 continue
+            hashed = False
+            if raw_args:
+                if raw_tool(<str>tool, self.normalizers) and raw_call_hash(
+                    <str>tool, args, &args_hash
+                ):
+                    hashed = True
+                    args = None
+                else:
+                    try:
+                        args = decode_args(args)  # as the whole line's decode reads them
+                    except errors:
+                        slow(number, line)
+                        continue
             result = slot(event, at[F_RESULT], "result")
             error = slot(event, at[F_ERROR], "error")
             try:
@@ -285,6 +369,8 @@ cdef class Rows:
                     unset if error is missing else error,
                     session,
                     slot(event, at[F_RUN_ID], "run_id"),
+                    hashed,
+                    args_hash,
                 )
             except READ_ERRORS:
                 slow(number, line)  # e.g. a bad run_id: the reference words the report
@@ -297,7 +383,7 @@ cdef class Rows:
 
     def read_by_name(self, lines, tick, array.array row_lines, slow, tuple decoder):
         """``read`` for an event type whose fields are not plain slots: by attribute."""
-        decode, errors, missing, unset, every_, _ = decoder
+        decode, errors, missing, unset, every_, _ = decoder[:6]
         cdef long long every = every_
         cdef long long number = 0
         cdef long long kept
