@@ -28,6 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "_xxh3.h"
 
 #define LC_CANON_OK 0
@@ -186,55 +190,82 @@ static inline int lc_canon_utf8(const unsigned char *p, const unsigned char *end
     return 0;
 }
 
-static inline int lc_canon_put_code(lc_canon_buf *b, unsigned int code)
+/* ``code`` as UTF-8 at ``at`` (room made by the caller); just past it. */
+static inline unsigned char *lc_canon_put_code(unsigned char *at, unsigned int code)
 {
-    unsigned char *at = lc_canon_room(b, 4);
-    if (at == NULL)
-        return LC_CANON_GIVE_UP;
     if (code < 0x80) {
         at[0] = (unsigned char)code;
-        b->size += 1;
-    } else if (code < 0x800) {
+        return at + 1;
+    }
+    if (code < 0x800) {
         at[0] = (unsigned char)(0xC0 | (code >> 6));
         at[1] = (unsigned char)(0x80 | (code & 0x3F));
-        b->size += 2;
-    } else if (code < 0x10000) {
+        return at + 2;
+    }
+    if (code < 0x10000) {
         at[0] = (unsigned char)(0xE0 | (code >> 12));
         at[1] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
         at[2] = (unsigned char)(0x80 | (code & 0x3F));
-        b->size += 3;
-    } else {
-        at[0] = (unsigned char)(0xF0 | (code >> 18));
-        at[1] = (unsigned char)(0x80 | ((code >> 12) & 0x3F));
-        at[2] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
-        at[3] = (unsigned char)(0x80 | (code & 0x3F));
-        b->size += 4;
+        return at + 3;
     }
-    return LC_CANON_OK;
+    at[0] = (unsigned char)(0xF0 | (code >> 18));
+    at[1] = (unsigned char)(0x80 | ((code >> 12) & 0x3F));
+    at[2] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
+    at[3] = (unsigned char)(0x80 | (code & 0x3F));
+    return at + 4;
 }
 
-/* A string (``r->p`` on its opening quote) as ``s`` + length + UTF-8. */
+/* Bytes a string copies as they are: printable ASCII but the quote and the backslash. */
+static inline int lc_canon_plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/* A string (``r->p`` on its opening quote) as ``s`` + length + UTF-8.
+ *
+ * Its decoded bytes are never more than the text they come from (an escape is
+ * longer than what it stands for, UTF-8 is copied), so room for the rest of
+ * the text, and 16 bytes of slack for whole-vector stores, is made once. */
 static int lc_canon_string(lc_canon_reader *r)
 {
     lc_canon_buf *b = r->out;
-    Py_ssize_t head = lc_canon_tagged(b, 's', 0);
     const unsigned char *p = r->p + 1;
     const unsigned char *end = r->end;
-    if (head < 0)
+    size_t head = b->size;
+    unsigned char *out;
+    if (lc_canon_room(b, 9 + (size_t)(end - p) + 16) == NULL)
         return LC_CANON_GIVE_UP;
+    b->data[head] = 's';
+    out = b->data + head + 9;
     for (;;) {
-        const unsigned char *run = p;
         unsigned char c;
-        /* A run of plain ASCII is copied at once. */
-        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
-            p++;
-        if (p > run) {
-            unsigned char *at = lc_canon_room(b, (size_t)(p - run));
-            if (at == NULL)
-                return LC_CANON_GIVE_UP;
-            memcpy(at, run, (size_t)(p - run));
-            b->size += (size_t)(p - run);
+#if defined(__SSE2__)
+        /* 16 bytes at a time up to the first quote, backslash, control or
+         * non-ASCII byte (a signed compare with 0x20 catches both). */
+        {
+            const __m128i quote = _mm_set1_epi8('"');
+            const __m128i slash = _mm_set1_epi8('\\');
+            const __m128i space = _mm_set1_epi8(0x20);
+            while (end - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                __m128i stop = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                    _mm_cmplt_epi8(v, space));
+                int bits = _mm_movemask_epi8(stop);
+                _mm_storeu_si128((__m128i *)(void *)out, v);
+                if (bits == 0) {
+                    p += 16;
+                    out += 16;
+                    continue;
+                }
+                p += __builtin_ctz((unsigned int)bits);
+                out += __builtin_ctz((unsigned int)bits);
+                break;
+            }
         }
+#endif
+        while (p < end && lc_canon_plain(*p))
+            *out++ = *p++;
         if (p >= end)
             return LC_CANON_GIVE_UP;
         c = *p;
@@ -246,14 +277,10 @@ static int lc_canon_string(lc_canon_reader *r)
             return LC_CANON_GIVE_UP; /* json refuses a raw control character */
         if (c >= 0x80) {
             int n = lc_canon_utf8(p, end);
-            unsigned char *at;
             if (n == 0)
                 return LC_CANON_GIVE_UP;
-            at = lc_canon_room(b, (size_t)n);
-            if (at == NULL)
-                return LC_CANON_GIVE_UP;
-            memcpy(at, p, (size_t)n);
-            b->size += (size_t)n;
+            memcpy(out, p, (size_t)n);
+            out += n;
             p += n;
             continue;
         }
@@ -276,8 +303,7 @@ static int lc_canon_string(lc_canon_reader *r)
                 p += 6;
                 code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
             }
-            if (lc_canon_put_code(b, code) != LC_CANON_OK)
-                return LC_CANON_GIVE_UP;
+            out = lc_canon_put_code(out, code);
             continue;
         }
         switch (c) {
@@ -291,10 +317,10 @@ static int lc_canon_string(lc_canon_reader *r)
         case 't': c = '\t'; break;
         default: return LC_CANON_GIVE_UP;
         }
-        if (lc_canon_byte(b, c) != LC_CANON_OK)
-            return LC_CANON_GIVE_UP;
+        *out++ = c;
     }
-    lc_canon_le64(b->data + head + 1, (uint64_t)(b->size - (size_t)head - 9));
+    b->size = (size_t)(out - b->data);
+    lc_canon_le64(b->data + head + 1, (uint64_t)(b->size - head - 9));
     r->p = p;
     return LC_CANON_OK;
 }
@@ -310,7 +336,7 @@ static int lc_canon_number(lc_canon_reader *r)
     const unsigned char *start = r->p;
     const unsigned char *p = start;
     const unsigned char *end = r->end;
-    int negative = 0, is_float = 0;
+    int negative = 0, is_float = 0, overflow = 0;
     uint64_t magnitude = 0;
     if (p < end && *p == '-') {
         negative = 1;
@@ -323,9 +349,11 @@ static int lc_canon_number(lc_canon_reader *r)
     } else {
         while (lc_canon_digit(p, end)) {
             uint64_t digit = (uint64_t)(*p - '0');
+            /* Past uint64 an int gives up; a float's digits are read by strtod. */
             if (magnitude > (UINT64_MAX - digit) / 10)
-                return LC_CANON_GIVE_UP; /* far outside int64 */
-            magnitude = magnitude * 10 + digit;
+                overflow = 1;
+            else
+                magnitude = magnitude * 10 + digit;
             p++;
         }
     }
@@ -350,6 +378,8 @@ static int lc_canon_number(lc_canon_reader *r)
     r->p = p;
     if (!is_float) {
         int64_t value;
+        if (overflow)
+            return LC_CANON_GIVE_UP;
         if (negative) {
             if (magnitude > (uint64_t)INT64_MAX + 1)
                 return LC_CANON_GIVE_UP;

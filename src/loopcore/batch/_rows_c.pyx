@@ -18,6 +18,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
+from libc.string cimport memcmp
 
 from .._outcome_c cimport row_call_hash, row_outcome
 from ..formats._lines_c cimport Lines
@@ -66,38 +67,44 @@ cdef object KIND_VETO = _KIND_VETO
 cdef object KIND_TERMINAL = _KIND_TERMINAL_EXEC
 cdef tuple READ_ERRORS = (TypeError, ValueError)
 cdef bytes CALL_DOMAIN = _CALL_DOMAIN
+cdef Py_ssize_t CALL_DOMAIN_SIZE = len(CALL_DOMAIN)
 
 
-cdef inline bint raw_tool(str tool, object normalizers):
-    """Are this tool's args only hashed? Not when a rule or a normaliser reads them.
+cdef inline bint named(const char *name, Py_ssize_t size, const char *word,
+                       Py_ssize_t n) noexcept:
+    return size == n and memcmp(name, word, <size_t>n) == 0
 
-    ``hash_call`` reduces update_plan's args, ``is_known_poll`` and the process
-    rule read a process call's ``action``, ``is_send`` a message's; exec's
-    ``title`` is left out by the C reader giving up on it.
+
+cdef bint raw_call_hash(str tool, object raw, object normalizers, uint64_t *found) except -1:
+    """``hash_call(tool, json.loads(raw))`` from the JSON text; False: decode it instead.
+
+    Also False for a tool whose rules read its args: ``hash_call`` reduces
+    update_plan's, ``is_known_poll`` and the process rule read a process call's
+    ``action``, ``is_send`` a message's, a host's normaliser gets them. Exec's
+    ``title`` is left out of the hash by the C reader giving up on it.
     """
-    if tool == "update_plan" or tool == "process" or tool == "message":
-        return False
-    return not (normalizers and tool in normalizers)
-
-
-cdef bint raw_call_hash(str tool, object raw, uint64_t *found) except -1:
-    """``hash_call(tool, json.loads(raw))`` from the JSON text; False: decode it instead."""
     cdef Py_buffer view
     cdef Py_ssize_t name_size
     cdef const char *name
+    cdef int status
     try:
         name = PyUnicode_AsUTF8AndSize(tool, &name_size)
     except UnicodeEncodeError:
         return False  # a lone surrogate: the encoder's surrogatepass bytes
+    if (
+        named(name, name_size, "process", 7)
+        or named(name, name_size, "message", 7)
+        or named(name, name_size, "update_plan", 11)
+        or (normalizers and tool in normalizers)
+    ):
+        return False
     PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
-    try:
-        status = lc_canon_call_hash(
-            <const unsigned char *><char *>CALL_DOMAIN, len(CALL_DOMAIN),
-            <const unsigned char *>name, name_size,
-            <const unsigned char *>view.buf, view.len, tool == "exec", found,
-        )
-    finally:
-        PyBuffer_Release(&view)
+    status = lc_canon_call_hash(
+        <const unsigned char *><char *>CALL_DOMAIN, CALL_DOMAIN_SIZE,
+        <const unsigned char *>name, name_size,
+        <const unsigned char *>view.buf, view.len, named(name, name_size, "exec", 4), found,
+    )
+    PyBuffer_Release(&view)
     return status == LC_CANON_OK
 
 
@@ -126,7 +133,7 @@ def call_hash_of_json(str tool, data):
     """The call hash of ``tool`` and the args whose JSON text is ``data``, read in C; None
     where the C reader gives up (the reading loop then decodes the text). For tests."""
     cdef uint64_t found = 0
-    if raw_call_hash(tool, data, &found):
+    if raw_call_hash(tool, data, None, &found):
         return found
     return None
 
@@ -251,7 +258,7 @@ cdef class Rows:
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
                            object error, bint hashed=False, uint64_t args_hash=0) except -1:
         # ``hashed``: ``args_hash`` is the call hash, read from the args' JSON text,
-        # and ``args`` None (no rule of this tool reads them: ``raw_tool``).
+        # and ``args`` None (no rule of this tool reads them: ``raw_call_hash``).
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
@@ -348,9 +355,7 @@ cdef class Rows:
                 continue
             hashed = False
             if raw_args:
-                if raw_tool(<str>tool, self.normalizers) and raw_call_hash(
-                    <str>tool, args, &args_hash
-                ):
+                if raw_call_hash(<str>tool, args, self.normalizers, &args_hash):
                     hashed = True
                     args = None
                 else:
