@@ -75,8 +75,11 @@ cdef inline bint named(const char *name, Py_ssize_t size, const char *word,
     return size == n and memcmp(name, word, <size_t>n) == 0
 
 
-cdef bint raw_call_hash(str tool, object raw, object normalizers, uint64_t *found) except -1:
-    """``hash_call(tool, json.loads(raw))`` from the JSON text; False: decode it instead.
+cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found) except -1:
+    """``hash_call(tool, json.loads(raw))`` from the JSON text; 0: decode it instead.
+
+    1 when hashed, 2 when hashed and the call is a known poll (``is_known_poll``
+    of a tool that is one whatever its args), read on the name's bytes.
 
     Also False for a tool whose rules read its args: ``hash_call`` reduces
     update_plan's, ``is_known_poll`` and the process rule read a process call's
@@ -87,17 +90,18 @@ cdef bint raw_call_hash(str tool, object raw, object normalizers, uint64_t *foun
     cdef Py_ssize_t name_size
     cdef const char *name
     cdef int status
+    cdef bint poll
     try:
         name = PyUnicode_AsUTF8AndSize(tool, &name_size)
     except UnicodeEncodeError:
-        return False  # a lone surrogate: the encoder's surrogatepass bytes
+        return 0  # a lone surrogate: the encoder's surrogatepass bytes
     if (
         named(name, name_size, "process", 7)
         or named(name, name_size, "message", 7)
         or named(name, name_size, "update_plan", 11)
         or (normalizers and tool in normalizers)
     ):
-        return False
+        return 0
     PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
     status = lc_canon_call_hash(
         <const unsigned char *><char *>CALL_DOMAIN, CALL_DOMAIN_SIZE,
@@ -105,7 +109,10 @@ cdef bint raw_call_hash(str tool, object raw, object normalizers, uint64_t *foun
         <const unsigned char *>view.buf, view.len, named(name, name_size, "exec", 4), found,
     )
     PyBuffer_Release(&view)
-    return status == LC_CANON_OK
+    if status != LC_CANON_OK:
+        return 0
+    poll = named(name, name_size, "wait", 4) or named(name, name_size, "command_status", 14)
+    return 2 if poll else 1
 
 
 cdef inline bint known_poll(object tool_name, object args) except -1:
@@ -133,7 +140,7 @@ def call_hash_of_json(str tool, data):
     """The call hash of ``tool`` and the args whose JSON text is ``data``, read in C; None
     where the C reader gives up (the reading loop then decodes the text). For tests."""
     cdef uint64_t found = 0
-    if raw_call_hash(tool, data, None, &found):
+    if raw_call_hash(tool, data, None, &found) != 0:
         return found
     return None
 
@@ -224,7 +231,7 @@ cdef class Rows:
         return <object>found
 
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
-                        object session, object run_id, bint hashed=False,
+                        object session, object run_id, int hashed=0,
                         uint64_t args_hash=0) except -1:
         cdef bint cached = (
             (session is None or type(session) is str or type(session) is int)
@@ -256,9 +263,10 @@ cdef class Rows:
         return self.append(scope, tool_name, args, result, error, hashed, args_hash)
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
-                           object error, bint hashed=False, uint64_t args_hash=0) except -1:
-        # ``hashed``: ``args_hash`` is the call hash, read from the args' JSON text,
-        # and ``args`` None (no rule of this tool reads them: ``raw_call_hash``).
+                           object error, int hashed=0, uint64_t args_hash=0) except -1:
+        # ``hashed`` (``raw_call_hash``'s answer, 1 or 2): ``args_hash`` is the call
+        # hash, read from the args' JSON text, and ``args`` None (no rule of this
+        # tool reads them); 2 says the call is a known poll.
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
@@ -274,7 +282,7 @@ cdef class Rows:
         row_hashes[4] = 0 if identity is None else <uint64_t>identity
         row_flags[0] = result_hash is not None
         row_flags[1] = unknown is not None
-        row_flags[2] = known_poll(tool_name, args)
+        row_flags[2] = hashed == 2 if hashed else known_poll(tool_name, args)
         row_flags[3] = bool(self.pending) and scope in self.pending
         row_flags[4] = kind == KIND_VETO
         row_flags[5] = kind == KIND_TERMINAL
@@ -304,7 +312,7 @@ cdef class Rows:
         cdef long long kept
         cdef Py_ssize_t at[F_COUNT]
         cdef uint64_t args_hash = 0
-        cdef bint hashed
+        cdef int hashed
         cdef bint raw_args = len(decoder) > 6 and decoder[6] is not None
         decode_args = None
         if raw_args:
@@ -353,10 +361,10 @@ cdef class Rows:
             ):
                 slow(number, line)  # rare shapes: the reference judges them
                 continue
-            hashed = False
+            hashed = 0
             if raw_args:
-                if raw_call_hash(<str>tool, args, self.normalizers, &args_hash):
-                    hashed = True
+                hashed = raw_call_hash(<str>tool, args, self.normalizers, &args_hash)
+                if hashed:
                     args = None
                 else:
                     try:
