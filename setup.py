@@ -54,7 +54,7 @@ def extensions() -> list[Extension]:
         compile_args = ["-O3", "-g0"]
     # cythonize tracks .pyx, .pxd and .pxi by itself; a plain C header it includes
     # is listed here, so editing only the header rebuilds its module.
-    headers = [str(h) for h in Path("src/loopcore").rglob("*.h")]
+    headers = [str(h) for h in Path("src/loopcore").glob("*.h")]
     modules = [
         Extension(
             f"loopcore.{name}",

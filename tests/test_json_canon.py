@@ -1,6 +1,6 @@
 """Is the call hash read from the args' JSON text in C the reference's, whenever C is sure?
 
-``batch._rows_c.call_hash_of_json`` (the C reader of ``batch/_json_canon.h``)
+``batch._rows_c.call_hash_of_json`` (the C reader of ``loopcore/_json_canon.h``)
 against ``hash_call`` of ``json.loads`` of the same bytes: generated JSON of
 every shape (random nesting, key orders, escapes, numbers of every form, the
 nasty cases: duplicate keys, lone surrogates, UTF-8 encoded surrogates, invalid

@@ -19,7 +19,7 @@ decoded values (SPEC §2), are the reference's byte for byte.
 
 The compiled row twin decodes a second way (``_RawEvent``): the args kept as
 their JSON text (``msgspec.Raw``), since most tools' args are only hashed. It
-hashes that text straight into the call hash in C (``batch/_json_canon.h``),
+hashes that text straight into the call hash in C (``loopcore/_json_canon.h``),
 and decodes it with ``_VALUE_DECODE`` (as the whole line's decode would have)
 for the few tools whose rules read their args, or whenever the C reader is not
 sure of the text.
