@@ -6,15 +6,19 @@ columns from C: the call and outcome hashes come from the compiled outcome
 twin's C entry points (no Python call per hash), the known-poll flag and the
 scope and name look-ups are read in C, and the row goes into the ``array``
 columns without a tuple. The msgspec reading loop runs here too, so a common
-line costs its decode, a few field reads and the hashing. Whatever C does not
+line costs its decode, a few field reads and the hashing. Most tools' args are
+only hashed: they stay JSON text (``formats._fast._RawEvent``) and are hashed
+from it in C (``_json_canon.h``), never built. Whatever C does not
 read in full (a ``str`` subclass for a name, a hostile mapping, an outcome the
 compiled twin is unsure of) runs the same Python code the reference does.
 """
 
 from cpython cimport array
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
+from libc.string cimport memcmp
 
 from .._outcome_c cimport row_call_hash, row_outcome
 from ..formats._lines_c cimport Lines
@@ -24,8 +28,9 @@ from .._scopes import scope_key as _scope_key
 from ._rows_py import name_hash as _name_hash
 from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
 from .._records import KIND_VETO as _KIND_VETO
+from .._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
 
-__all__ = ["IMPLEMENTATION", "Rows"]
+__all__ = ["IMPLEMENTATION", "Rows", "call_hash_of_json"]
 
 IMPLEMENTATION = "cython"
 
@@ -40,6 +45,17 @@ cdef extern from "Python.h":
 cdef extern from "structmember.h":
     int T_OBJECT_EX
 
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+
+cdef extern from "_json_canon.h":
+    int LC_CANON_OK
+    int lc_canon_call_hash(
+        const unsigned char *domain, size_t domain_size, const unsigned char *name,
+        size_t name_size, const unsigned char *args, size_t args_size, int untitled,
+        uint64_t *hash,
+    ) noexcept
+
 # The fields of an event (formats._fast._Event), in the order they are read.
 cdef tuple EVENT_FIELDS = (
     "type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"
@@ -50,6 +66,53 @@ cdef enum:
 cdef object KIND_VETO = _KIND_VETO
 cdef object KIND_TERMINAL = _KIND_TERMINAL_EXEC
 cdef tuple READ_ERRORS = (TypeError, ValueError)
+cdef bytes CALL_DOMAIN = _CALL_DOMAIN
+cdef Py_ssize_t CALL_DOMAIN_SIZE = len(CALL_DOMAIN)
+
+
+cdef inline bint named(const char *name, Py_ssize_t size, const char *word,
+                       Py_ssize_t n) noexcept:
+    return size == n and memcmp(name, word, <size_t>n) == 0
+
+
+cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found) except -1:
+    """``hash_call(tool, json.loads(raw))`` from the JSON text; 0: decode it instead.
+
+    1 when hashed, 2 when hashed and the call is a known poll (``is_known_poll``
+    of a tool that is one whatever its args), read on the name's bytes.
+
+    Also False for a tool whose rules read its args: ``hash_call`` reduces
+    update_plan's, ``is_known_poll`` and the process rule read a process call's
+    ``action``, ``is_send`` a message's, a host's normaliser gets them. Exec's
+    ``title`` is left out of the hash by the C reader giving up on it.
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t name_size
+    cdef const char *name
+    cdef int status
+    cdef bint poll
+    try:
+        name = PyUnicode_AsUTF8AndSize(tool, &name_size)
+    except UnicodeEncodeError:
+        return 0  # a lone surrogate: the encoder's surrogatepass bytes
+    if (
+        named(name, name_size, "process", 7)
+        or named(name, name_size, "message", 7)
+        or named(name, name_size, "update_plan", 11)
+        or (normalizers and tool in normalizers)
+    ):
+        return 0
+    PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
+    status = lc_canon_call_hash(
+        <const unsigned char *><char *>CALL_DOMAIN, CALL_DOMAIN_SIZE,
+        <const unsigned char *>name, name_size,
+        <const unsigned char *>view.buf, view.len, named(name, name_size, "exec", 4), found,
+    )
+    PyBuffer_Release(&view)
+    if status != LC_CANON_OK:
+        return 0
+    poll = named(name, name_size, "wait", 4) or named(name, name_size, "command_status", 14)
+    return 2 if poll else 1
 
 
 cdef inline bint known_poll(object tool_name, object args) except -1:
@@ -71,6 +134,15 @@ cdef inline bint known_poll(object tool_name, object args) except -1:
             return action == "poll" or action == "log"
     # Any other mapping, or an action of another type (its == may run code).
     return _is_known_poll(tool_name, args)
+
+
+def call_hash_of_json(str tool, data):
+    """The call hash of ``tool`` and the args whose JSON text is ``data``, read in C; None
+    where the C reader gives up (the reading loop then decodes the text). For tests."""
+    cdef uint64_t found = 0
+    if raw_call_hash(tool, data, None, &found) != 0:
+        return found
+    return None
 
 
 cdef bint field_offsets(object kind, Py_ssize_t *offsets) except -1:
@@ -159,7 +231,8 @@ cdef class Rows:
         return <object>found
 
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
-                        object session, object run_id) except -1:
+                        object session, object run_id, int hashed=0,
+                        uint64_t args_hash=0) except -1:
         cdef bint cached = (
             (session is None or type(session) is str or type(session) is int)
             and (run_id is None or type(run_id) is str)
@@ -172,7 +245,7 @@ cdef class Rows:
             and run_id == self.last_run
         ):
             # The key of the last call (same exact types, equal values): its dict entry.
-            return self.append(self.last_scope, tool_name, args, result, error)
+            return self.append(self.last_scope, tool_name, args, result, error, hashed, args_hash)
         key = None
         if cached:
             key = (session, run_id)
@@ -187,14 +260,18 @@ cdef class Rows:
             self.last_session = session
             self.last_run = run_id
             self.last_scope = scope
-        return self.append(scope, tool_name, args, result, error)
+        return self.append(scope, tool_name, args, result, error, hashed, args_hash)
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
-                           object error) except -1:
+                           object error, int hashed=0, uint64_t args_hash=0) except -1:
+        # ``hashed`` (``raw_call_hash``'s answer, 1 or 2): ``args_hash`` is the call
+        # hash, read from the args' JSON text, and ``args`` None (no rule of this
+        # tool reads them); 2 says the call is a known poll.
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
-        cdef uint64_t args_hash = row_call_hash(tool_name, args)
+        if not hashed:
+            args_hash = row_call_hash(tool_name, args)
         result_hash, unknown, kind, identity, no_progress = row_outcome(
             tool_name, args, result, error, self.normalizers, self.send_tools
         )
@@ -205,7 +282,7 @@ cdef class Rows:
         row_hashes[4] = 0 if identity is None else <uint64_t>identity
         row_flags[0] = result_hash is not None
         row_flags[1] = unknown is not None
-        row_flags[2] = known_poll(tool_name, args)
+        row_flags[2] = hashed == 2 if hashed else known_poll(tool_name, args)
         row_flags[3] = bool(self.pending) and scope in self.pending
         row_flags[4] = kind == KIND_VETO
         row_flags[5] = kind == KIND_TERMINAL
@@ -229,12 +306,21 @@ cdef class Rows:
 
     def read(self, lines, tick, array.array row_lines, slow, tuple decoder):
         """The msgspec reading loop (see ``_rows_py.Rows.read``); the last line's number."""
-        decode, errors, missing, unset, every_, event_type = decoder
+        decode, errors, missing, unset, every_, event_type = decoder[:6]
         cdef long long every = every_
         cdef long long number = 0
         cdef long long kept
         cdef Py_ssize_t at[F_COUNT]
+        cdef uint64_t args_hash = 0
+        cdef int hashed
+        cdef bint raw_args = len(decoder) > 6 and decoder[6] is not None
+        decode_args = None
+        if raw_args:
+            decode, event_type, decode_args = decoder[6]
         if not field_offsets(event_type, at):
+            if raw_args:
+                decoder = decoder[:6]  # the by-name loop decodes whole events
+
             return self.read_by_name(lines, tick, row_lines, slow, decoder)
         # A compiled line source hands its lines over without a tuple or an int each.
         cdef Lines source = <Lines>lines if type(lines) is Lines else None
@@ -275,6 +361,17 @@ cdef class Rows:
             ):
                 slow(number, line)  # rare shapes: the reference judges them
                 continue
+            hashed = 0
+            if raw_args:
+                hashed = raw_call_hash(<str>tool, args, self.normalizers, &args_hash)
+                if hashed:
+                    args = None
+                else:
+                    try:
+                        args = decode_args(args)  # as the whole line's decode reads them
+                    except errors:
+                        slow(number, line)
+                        continue
             result = slot(event, at[F_RESULT], "result")
             error = slot(event, at[F_ERROR], "error")
             try:
@@ -285,6 +382,8 @@ cdef class Rows:
                     unset if error is missing else error,
                     session,
                     slot(event, at[F_RUN_ID], "run_id"),
+                    hashed,
+                    args_hash,
                 )
             except READ_ERRORS:
                 slow(number, line)  # e.g. a bad run_id: the reference words the report
@@ -297,7 +396,7 @@ cdef class Rows:
 
     def read_by_name(self, lines, tick, array.array row_lines, slow, tuple decoder):
         """``read`` for an event type whose fields are not plain slots: by attribute."""
-        decode, errors, missing, unset, every_, _ = decoder
+        decode, errors, missing, unset, every_, _ = decoder[:6]
         cdef long long every = every_
         cdef long long number = 0
         cdef long long kept

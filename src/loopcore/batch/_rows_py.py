@@ -148,17 +148,16 @@ class Rows:
         tick: Callable[[], None],
         row_lines: array[int],
         slow: Callable[[int, bytes], None],
-        decoder: tuple[
-            Callable[[bytes], Any], tuple[type[BaseException], ...], Any, Any, int, type
-        ],
+        decoder: tuple[Any, ...],
     ) -> int:
         """The msgspec reading loop (see ``formats._fast.read_fast``); the last line's number.
 
-        ``decoder`` is ``(decode, errors, missing, unset, every, event_type)``: the line
-        decoder, what it raises, its missing-field value, the outcome's ``UNSET``, how
-        many lines pass between two ``tick`` calls, and the type ``decode`` returns.
+        ``decoder`` is ``(decode, errors, missing, unset, every, event_type, raw)``: the
+        line decoder, what it raises, its missing-field value, the outcome's ``UNSET``,
+        how many lines pass between two ``tick`` calls, the type ``decode`` returns, and
+        the raw-args decoders (``formats._fast``), which only the compiled twin uses.
         """
-        decode, errors, missing, unset, every, _ = decoder
+        decode, errors, missing, unset, every = decoder[:5]
         keep = row_lines.append
         number = 0
         for number, line in lines:

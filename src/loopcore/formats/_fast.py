@@ -16,6 +16,13 @@ reports, counts and rows are exactly the reference's. What msgspec does
 accept it decodes to the values ``json`` gives (the same ints, floats, strings,
 key order, and the last of duplicate keys), so the fingerprints, defined on the
 decoded values (SPEC §2), are the reference's byte for byte.
+
+The compiled row twin decodes a second way (``_RawEvent``): the args kept as
+their JSON text (``msgspec.Raw``), since most tools' args are only hashed. It
+hashes that text straight into the call hash in C (``loopcore/_json_canon.h``),
+and decodes it with ``_VALUE_DECODE`` (as the whole line's decode would have)
+for the few tools whose rules read their args, or whenever the C reader is not
+sure of the text.
 """
 
 from __future__ import annotations
@@ -55,8 +62,27 @@ else:
         run_id: Any = None
         ts: Any = None
 
+    class _RawEvent(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+        """``_Event`` with its args left as their JSON text."""
+
+        type: Any = "call"
+        tool: Any = _MISSING
+        args: msgspec.Raw = _MISSING
+        result: Any = _MISSING
+        error: Any = _MISSING
+        tool_call_id: Any = None
+        session: Any = None
+        run_id: Any = None
+        ts: Any = None
+
     _DECODE: Callable[[bytes], _Event] = msgspec.json.Decoder(_Event).decode
     _ERRORS: tuple[type[BaseException], ...] = (msgspec.DecodeError, RecursionError)
+    #: The raw-args decoders: (line decoder, the type it returns, the args' decoder).
+    _RAW: tuple[Callable[[bytes], _RawEvent], type, Callable[[Any], Any]] = (
+        msgspec.json.Decoder(_RawEvent).decode,
+        _RawEvent,
+        msgspec.json.Decoder().decode,
+    )
 
 
 def use_fast() -> bool:
@@ -78,5 +104,5 @@ def read_fast(
     (``Rows.read``): compiled, it decodes, checks and appends each row without a
     Python step.
     """
-    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event)
+    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event, _RAW)
     return builder._rows.read(lines, tick, row_lines, slow, decoder)
