@@ -296,6 +296,46 @@ def test_a_long_encoding_agrees() -> None:
     assert _canon("read", json.dumps(["z" * (1 << 20)]).encode()) is None  # past the cap
 
 
+# -- hostile bytes -----------------------------------------------------------------------------
+# The replay hands the reader only what msgspec accepted as one JSON value, but the
+# reader must not rely on it: on any bytes at all it answers (then the bytes are JSON
+# and its hash is the reference's) or gives up, and never reads past the end.
+
+
+def _answers_only_for_json(data: bytes) -> None:
+    found = _canon("read", data)
+    if found is None:
+        return
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        pytest.fail(f"answered for bytes json.loads refuses: {data!r}")
+    assert found == hash_call("read", value), data
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_answer_only_as_json_does(data: bytes) -> None:
+    _answers_only_for_json(data)
+
+
+@given(
+    values,
+    st.integers(0, 3),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+    st.integers(0, 10_000),
+)
+def test_mutated_json_answers_only_as_json_does(
+    value: Any, style: int, flips: list[tuple[int, int]], cut: int
+) -> None:
+    data = bytearray(_dumps(value, style))
+    for at, byte in flips:
+        if data:
+            data[at % len(data)] = byte
+    _answers_only_for_json(bytes(data))
+    # Cut short anywhere: an unterminated string, number, escape or container.
+    _answers_only_for_json(bytes(data[: cut % (len(data) + 1)]))
+
+
 # -- whole replays ---------------------------------------------------------------------------
 
 raw_args = values.flatmap(
