@@ -207,6 +207,34 @@ def test_compiled_rows_equal_the_reference(
     assert _read(lines, COMPILED, True, monkeypatch) == reference
 
 
+class _PlainEvent:
+    """An event whose fields are instance attributes, not member slots."""
+
+    def __init__(self, event: Any) -> None:
+        for name in ("type", "tool", "args", "result", "error", "tool_call_id", "session",
+                     "run_id", "ts"):  # fmt: skip
+            setattr(self, name, getattr(event, name))
+
+
+@needs_msgspec
+@needs_compiled
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_EVENT, min_size=1, max_size=12), st.lists(_RAW, max_size=2))
+def test_an_event_type_without_slots_is_read_by_name_to_the_same_rows(
+    monkeypatch: pytest.MonkeyPatch, events: list[dict[str, Any]], raw: list[bytes]
+) -> None:
+    # The compiled loop reads an event's fields at their member slots; for a type it
+    # cannot (here a plain class), it runs the reference loop, to the same rows.
+    lines = _lines(events, raw, [])
+    reference = _read(lines, PYTHON, True, monkeypatch)
+    decode = _fast._DECODE
+    with monkeypatch.context() as patched:
+        patched.setattr(_fast, "_Event", _PlainEvent)
+        patched.setattr(_fast, "_DECODE", lambda line: _PlainEvent(decode(line)))
+        patched.setattr(_fast, "_RAW", None)
+        assert _read(lines, COMPILED, False, monkeypatch) == reference
+
+
 @needs_msgspec
 def test_the_python_rows_read_like_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     events = [

@@ -26,6 +26,7 @@ from ..formats._lines_c cimport Lines
 from .._outcome_py import is_known_poll as _is_known_poll
 from .._scopes import scope_key as _scope_key
 from ._rows_py import name_hash as _name_hash
+from ._rows_py import read_events as _read_events
 from .._records import KIND_TERMINAL_EXEC as _KIND_TERMINAL_EXEC
 from .._records import KIND_VETO as _KIND_VETO
 from .._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
@@ -318,10 +319,9 @@ cdef class Rows:
         if raw_args:
             decode, event_type, decode_args = decoder[6]
         if not field_offsets(event_type, at):
-            if raw_args:
-                decoder = decoder[:6]  # the by-name loop decodes whole events
-
-            return self.read_by_name(lines, tick, row_lines, slow, decoder)
+            # Fields not at plain slots: the reference loop reads them by name (and
+            # decodes whole events).
+            return _read_events(self.add_checked, lines, tick, row_lines, slow, decoder[:6])
         # A compiled line source hands its lines over without a tuple or an int each.
         cdef Lines source = <Lines>lines if type(lines) is Lines else None
         iterator = iter(lines) if source is None else None
@@ -387,56 +387,6 @@ cdef class Rows:
                 )
             except READ_ERRORS:
                 slow(number, line)  # e.g. a bad run_id: the reference words the report
-                continue
-            kept = number
-            array.extend_buffer(row_lines, <char *>&kept, 1)
-            if number % every == 0:
-                tick()
-        return number
-
-    def read_by_name(self, lines, tick, array.array row_lines, slow, tuple decoder):
-        """``read`` for an event type whose fields are not plain slots: by attribute."""
-        decode, errors, missing, unset, every_, _ = decoder[:6]
-        cdef long long every = every_
-        cdef long long number = 0
-        cdef long long kept
-        for number_, line in lines:
-            number = number_
-            try:
-                event = decode(line)
-            except errors:
-                slow(number_, line)
-                continue
-            kind = event.type
-            tool = event.tool
-            args = event.args
-            ts = event.ts
-            call_id = event.tool_call_id
-            session = event.session
-            if (
-                type(kind) is not str
-                or kind != "call"
-                or type(tool) is not str
-                or args is missing
-                or not (ts is None or type(ts) is int or type(ts) is float or type(ts) is str)
-                or not (call_id is None or type(call_id) is str)
-                or (type(session) is float and session != session)
-            ):
-                slow(number_, line)
-                continue
-            result = event.result
-            error = event.error
-            try:
-                self.add(
-                    tool,
-                    args,
-                    unset if result is missing else result,
-                    unset if error is missing else error,
-                    session,
-                    event.run_id,
-                )
-            except READ_ERRORS:
-                slow(number_, line)
                 continue
             kept = number
             array.extend_buffer(row_lines, <char *>&kept, 1)

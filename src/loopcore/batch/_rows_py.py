@@ -150,53 +150,67 @@ class Rows:
         slow: Callable[[int, bytes], None],
         decoder: tuple[Any, ...],
     ) -> int:
-        """The msgspec reading loop (see ``formats._fast.read_fast``); the last line's number.
+        """The msgspec reading loop (see ``formats._fast.read_fast``); the last line's number."""
+        return read_events(self.add_checked, lines, tick, row_lines, slow, decoder)
 
-        ``decoder`` is ``(decode, errors, missing, unset, every, event_type, raw)``: the
-        line decoder, what it raises, its missing-field value, the outcome's ``UNSET``,
-        how many lines pass between two ``tick`` calls, the type ``decode`` returns, and
-        the raw-args decoders (``formats._fast``), which only the compiled twin uses.
-        """
-        decode, errors, missing, unset, every = decoder[:5]
-        keep = row_lines.append
-        number = 0
-        for number, line in lines:
-            try:
-                event = decode(line)
-            except errors:
-                slow(number, line)
-                continue
-            tool = event.tool
-            args = event.args
-            ts = event.ts
-            call_id = event.tool_call_id
-            session = event.session
-            if (
-                event.type != "call"
-                or type(event.type) is not str
-                or type(tool) is not str
-                or args is missing
-                or not (ts is None or type(ts) in (int, float, str))
-                or not (call_id is None or type(call_id) is str)
-                or (type(session) is float and session != session)
-            ):
-                slow(number, line)  # rare shapes: the reference judges them, and words the reports
-                continue
-            result = event.result
-            error = event.error
-            try:
-                self.add_checked(
-                    tool,
-                    args,
-                    unset if result is missing else result,
-                    unset if error is missing else error,
-                    session,
-                    event.run_id,
-                )
-            except (TypeError, ValueError):
-                slow(number, line)  # e.g. a bad run_id: the reference words the report
-                continue
-            keep(number)
-            if not number % every:
-                tick()
-        return number
+
+def read_events(
+    add: Callable[[str, Any, Any, Any, Any, Any], object],
+    lines: Iterator[tuple[int, bytes]],
+    tick: Callable[[], None],
+    row_lines: array[int],
+    slow: Callable[[int, bytes], None],
+    decoder: tuple[Any, ...],
+) -> int:
+    """The msgspec reading loop, each call's row made by ``add`` (a ``Rows.add_checked``);
+    the last line's number. The compiled twin runs its own loop, and this one where
+    it cannot read the event's fields at their slots.
+
+    ``decoder`` is ``(decode, errors, missing, unset, every, event_type, raw)``: the
+    line decoder, what it raises, its missing-field value, the outcome's ``UNSET``,
+    how many lines pass between two ``tick`` calls, the type ``decode`` returns, and
+    the raw-args decoders (``formats._fast``), which only the compiled loop uses.
+    """
+    decode, errors, missing, unset, every = decoder[:5]
+    keep = row_lines.append
+    number = 0
+    for number, line in lines:
+        try:
+            event = decode(line)
+        except errors:
+            slow(number, line)
+            continue
+        tool = event.tool
+        args = event.args
+        ts = event.ts
+        call_id = event.tool_call_id
+        session = event.session
+        if (
+            event.type != "call"
+            or type(event.type) is not str
+            or type(tool) is not str
+            or args is missing
+            or not (ts is None or type(ts) in (int, float, str))
+            or not (call_id is None or type(call_id) is str)
+            or (type(session) is float and session != session)
+        ):
+            slow(number, line)  # rare shapes: the reference judges them, and words the reports
+            continue
+        result = event.result
+        error = event.error
+        try:
+            add(
+                tool,
+                args,
+                unset if result is missing else result,
+                unset if error is missing else error,
+                session,
+                event.run_id,
+            )
+        except (TypeError, ValueError):
+            slow(number, line)  # e.g. a bad run_id: the reference words the report
+            continue
+        keep(number)
+        if not number % every:
+            tick()
+    return number
