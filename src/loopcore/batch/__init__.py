@@ -6,6 +6,7 @@ the verdict ``LoopDetector.check`` would have returned before each of them, and
 ``sweep`` does so for every value of one setting, counting once.
 
 - ``_table``: a trace's calls as columns of hashes (``CallTable``, ``CallTableBuilder``);
+- ``_rows`` (twins ``_rows_py`` / ``_rows_c``): one call's row, and the msgspec reading loop;
 - ``_kernels``: the SPEC §4 counts of every call, in whole-array numpy operations;
 - ``_result``: ``ScanResult``, its per-scope ``ScopeSummary`` and ``ScanTotals``;
 - ``_scan``: the entry points, ``scan`` and ``sweep``;
