@@ -5,7 +5,11 @@ workload (a ``benchmark.group``) timed with the three legs of the ``leg`` fixtur
 it takes the median of each leg and the ratios the README reports: how many
 times faster the compiled core, and the pure-Python core, are than the
 plain-Python baseline timed in the same run. Runners differ in speed from run to
-run; a ratio of two legs timed side by side much less so.
+run; a ratio of two legs timed side by side much less so. Two more of the same
+kind are compared too: each ``loopcore replay`` leg against ``json.loads`` over
+the same lines (``replay vs json.loads``), and the spread of the compiled
+per-call cycle across the live-scope counts (``live scopes spread``, fastest
+over slowest, so that a fall is a regression like the others).
 
     python scripts/compare_benchmarks.py bench.json                 # exit 1 on a regression
     python scripts/compare_benchmarks.py bench.json [more.json] --write  # store the baseline
@@ -39,18 +43,55 @@ RATIOS = {
 Ratios = dict[str, dict[str, float]]
 
 
+#: The replay group's yardstick: ``json.loads`` over the trace's lines.
+PARSING = "test_json_loads_lines"
+REPLAY_GROUP_PREFIX = "replay vs json.loads"
+SCOPES_GROUP_PREFIX = "live scopes: "
+
+
 def leg_medians(results: dict[str, Any]) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """Median seconds per leg, per workload; and the benchmarks that have no leg."""
+    """Median seconds per leg, per workload; and the benchmarks that have no leg.
+
+    The replay-against-parsing group has no ``leg`` parameter: its benchmarks are
+    kept under their test names, so that ``derived_ratios`` can compare them.
+    """
     medians: dict[str, dict[str, float]] = {}
     unlegged: list[str] = []
     for bench in results.get("benchmarks", []):
+        group = bench.get("group") or bench["name"]
         leg = (bench.get("params") or {}).get("leg")
+        if leg is None and group.startswith(REPLAY_GROUP_PREFIX):
+            leg = str(bench["name"])
         if leg is None:
             unlegged.append(str(bench.get("fullname") or bench.get("name")))
             continue
-        group = bench.get("group") or bench["name"]
         medians.setdefault(group, {})[leg] = float(bench["stats"]["median"])
     return medians, unlegged
+
+
+def derived_ratios(medians: dict[str, dict[str, float]]) -> Ratios:
+    """The issue's ratios that are not baseline/leg: > 1 (or nearer 1) is better too.
+
+    ``replay vs json.loads``: ``json.loads`` over the lines, per replay leg (how many
+    times faster the replay is than merely parsing). ``live scopes spread``: the
+    fastest compiled per-call cycle over the slowest across the scope counts (1 is
+    flat).
+    """
+    out: Ratios = {}
+    for group, legs in medians.items():
+        if group.startswith(REPLAY_GROUP_PREFIX) and PARSING in legs:
+            for name, median in legs.items():
+                if name != PARSING and median > 0.0:
+                    label = name.partition("[")[2].rstrip("]") or name
+                    out.setdefault(group, {})[f"json.loads/{label}"] = legs[PARSING] / median
+    compiled = [
+        legs["compiled"]
+        for group, legs in medians.items()
+        if group.startswith(SCOPES_GROUP_PREFIX) and legs.get("compiled", 0.0) > 0.0
+    ]
+    if len(compiled) >= 2:
+        out["live scopes spread"] = {"fastest/slowest compiled": min(compiled) / max(compiled)}
+    return out
 
 
 def ratios_of(medians: dict[str, dict[str, float]]) -> Ratios:
@@ -78,7 +119,7 @@ def load_run(path: Path) -> tuple[Ratios, list[str]]:
     with path.open(encoding="utf-8") as f:
         results = json.load(f)
     medians, unlegged = leg_medians(results)
-    return ratios_of(medians), unlegged
+    return {**ratios_of(medians), **derived_ratios(medians)}, unlegged
 
 
 def compare(current: Ratios, stored: Ratios, tolerance: float) -> tuple[list[str], list[str]]:
@@ -129,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.write:
         document = {
-            "about": "baseline/<leg> median ratios per workload; "
+            "about": "baseline/<leg> median ratios per workload, json.loads/<replay leg> "
+            "and the live-scopes spread (fastest/slowest); "
             "written by scripts/compare_benchmarks.py --write",
             "runs": len(args.results),
             "ratios": {
