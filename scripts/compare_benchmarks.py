@@ -130,7 +130,7 @@ def compare(current: Ratios, stored: Ratios, tolerance: float) -> tuple[list[str
     for group in sorted({*current, *stored}):
         now, then = current.get(group, {}), stored.get(group, {})
         for name in sorted({*now, *then}):
-            label = f"{group:<{width}}  {name:<17}"
+            label = f"{group:<{width}}  {name:<26}"
             if name not in then:
                 lines.append(f"{label}  {now[name]:7.2f}x  new: not in the baseline, not compared")
                 continue
