@@ -236,6 +236,28 @@ def test_an_event_type_without_slots_is_read_by_name_to_the_same_rows(
 
 
 @needs_msgspec
+@needs_compiled
+@pytest.mark.parametrize("raw_args", [True, False], ids=["raw-args", "decoded-args"])
+def test_the_compiled_loop_reads_the_event_types_at_their_slots(
+    monkeypatch: pytest.MonkeyPatch, raw_args: bool
+) -> None:
+    # Both event types (``_RawEvent`` retypes ``_Event``'s args) have their fields
+    # at member slots: the by-name loop, a slower fallback, is never taken for them.
+    from loopcore.batch import _rows_c  # type: ignore[attr-defined]
+
+    def by_name(*args: Any) -> int:
+        raise AssertionError("the compiled loop fell back to reading fields by name")
+
+    lines = [_encoded({"tool": "read", "args": {"path": f"/{n}"}, "result": "x"}) for n in range(3)]
+    reference = _read(lines, PYTHON, True, monkeypatch)
+    with monkeypatch.context() as patched:
+        patched.setattr(_rows_c, "_read_events", by_name)
+        if not raw_args:
+            patched.setattr(_fast, "_RAW", None)
+        assert _read(lines, COMPILED, False, monkeypatch) == reference
+
+
+@needs_msgspec
 def test_the_python_rows_read_like_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     events = [
         {

@@ -150,11 +150,17 @@ cdef bint field_offsets(object kind, Py_ssize_t *offsets) except -1:
     """Where each event field lives in an instance of ``kind``; False: read them by name.
 
     A msgspec struct keeps its fields as member slots (``T_OBJECT_EX``): read at
-    their offsets they cost a load each instead of an attribute look-up.
+    their offsets they cost a load each instead of an attribute look-up. A
+    subclass that retypes a field keeps its base's slot, so the descriptor is
+    looked up along the MRO, as attribute access finds it.
     """
     cdef PyMemberDef *member
     for i, name in enumerate(EVENT_FIELDS):
-        descriptor = getattr(kind, "__dict__", {}).get(name)
+        descriptor = None
+        for klass in getattr(kind, "__mro__", ()):
+            descriptor = getattr(klass, "__dict__", {}).get(name)
+            if descriptor is not None:
+                break
         if descriptor is None or type(descriptor) is not <object>&PyMemberDescr_Type:
             return False
         member = (<PyMemberDescrObject *><PyObject *>descriptor).d_member

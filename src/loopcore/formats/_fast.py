@@ -62,18 +62,10 @@ else:
         run_id: Any = None
         ts: Any = None
 
-    class _RawEvent(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-        """``_Event`` with its args left as their JSON text."""
+    class _RawEvent(_Event, kw_only=True, forbid_unknown_fields=True):
+        """``_Event`` with its args left as their JSON text (the same fields and slots)."""
 
-        type: Any = "call"
-        tool: Any = _MISSING
         args: msgspec.Raw = _MISSING
-        result: Any = _MISSING
-        error: Any = _MISSING
-        tool_call_id: Any = None
-        session: Any = None
-        run_id: Any = None
-        ts: Any = None
 
     _DECODE: Callable[[bytes], _Event] = msgspec.json.Decoder(_Event).decode
     _ERRORS: tuple[type[BaseException], ...] = (msgspec.DecodeError, RecursionError)
