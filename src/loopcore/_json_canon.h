@@ -151,11 +151,30 @@ static int lc_canon_literal(lc_canon_reader *r, const char *word, size_t n, unsi
     return lc_canon_byte(r->out, tag);
 }
 
+/* After a container's item: 1 past its closing ``close``, 0 past a comma (and the
+ * white space after it), -1 on anything else (give up). */
+static inline int lc_canon_after_item(lc_canon_reader *r, unsigned char close)
+{
+    lc_canon_ws(r);
+    if (r->p >= r->end)
+        return -1;
+    if (*r->p == close) {
+        r->p++;
+        return 1;
+    }
+    if (*r->p != ',')
+        return -1;
+    r->p++;
+    lc_canon_ws(r);
+    return 0;
+}
+
 static int lc_canon_array(lc_canon_reader *r, int depth)
 {
     lc_canon_buf *b = r->out;
     Py_ssize_t head = lc_canon_tagged(b, 'l', 0);
     uint64_t count = 0;
+    int next;
     if (head < 0)
         return LC_CANON_GIVE_UP;
     r->p++;
@@ -168,17 +187,11 @@ static int lc_canon_array(lc_canon_reader *r, int depth)
         if (lc_canon_value(r, depth + 1) != LC_CANON_OK)
             return LC_CANON_GIVE_UP;
         count++;
-        lc_canon_ws(r);
-        if (r->p >= r->end)
+        next = lc_canon_after_item(r, ']');
+        if (next < 0)
             return LC_CANON_GIVE_UP;
-        if (*r->p == ']') {
-            r->p++;
+        if (next)
             break;
-        }
-        if (*r->p != ',')
-            return LC_CANON_GIVE_UP;
-        r->p++;
-        lc_canon_ws(r);
     }
     lc_canon_le64(b->data + head + 1, count);
     return LC_CANON_OK;
@@ -201,6 +214,7 @@ static int lc_canon_object(lc_canon_reader *r, int depth)
     lc_canon_entry entries[LC_CANON_ENTRIES];
     Py_ssize_t head = lc_canon_tagged(b, 'd', 0);
     size_t count = 0, i, j, body, total;
+    int next;
     unsigned char spare[512];
     unsigned char *copy;
     if (head < 0)
@@ -233,17 +247,11 @@ static int lc_canon_object(lc_canon_reader *r, int depth)
             return LC_CANON_GIVE_UP;
         entry->size = b->size - entry->start;
         count++;
-        lc_canon_ws(r);
-        if (r->p >= r->end)
+        next = lc_canon_after_item(r, '}');
+        if (next < 0)
             return LC_CANON_GIVE_UP;
-        if (*r->p == '}') {
-            r->p++;
+        if (next)
             break;
-        }
-        if (*r->p != ',')
-            return LC_CANON_GIVE_UP;
-        r->p++;
-        lc_canon_ws(r);
     }
     lc_canon_le64(b->data + head + 1, (uint64_t)count);
     if (count < 2)
