@@ -12,7 +12,6 @@ replays of lines holding such args, compiled reading path against the reference.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from typing import Any
@@ -23,9 +22,9 @@ from hypothesis import strategies as st
 
 from loopcore._outcome_py import hash_call
 from loopcore.formats import _fast
-from loopcore.formats._load import read_lines
 
-from .conftest import TWINS, use_twin
+from .conftest import TWINS
+from .test_rows_twins import _read as replay  # the table, row lines and reports of a replay
 
 pytestmark = [
     pytest.mark.skipif("cython" not in TWINS, reason="the compiled twin is not built"),
@@ -368,25 +367,6 @@ def _line(tool: str, args: bytes, number: int) -> bytes:
     )
 
 
-def _replay(lines: list[bytes], twin: str, reference: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
-    if reference:
-        monkeypatch.setenv(_fast.REFERENCE_ENV, "1")
-    else:
-        monkeypatch.delenv(_fast.REFERENCE_ENV, raising=False)
-    err = io.StringIO()
-    with use_twin(twin):
-        traces = read_lines(lines, "trace.jsonl", err=err)
-    table = traces.table
-    return (
-        table.hashes.tobytes(),
-        table.flags.tobytes(),
-        table.scope.tobytes(),
-        sorted(table.names.items()),
-        traces.lines.tobytes(),
-        err.getvalue(),
-    )
-
-
 @settings(max_examples=120)
 @given(
     calls=st.lists(
@@ -404,6 +384,6 @@ def test_replays_of_raw_args_equal_the_reference(
             json.loads(line)
         except ValueError:
             assume(False)  # both paths report it; the report words are tested elsewhere
-    fast = _replay(lines, "cython", False, monkeypatch)
-    assert fast == _replay(lines, "python", True, monkeypatch)
-    assert fast == _replay(lines, "cython", True, monkeypatch)
+    fast = replay(lines, "cython", False, monkeypatch)
+    assert fast == replay(lines, "python", True, monkeypatch)
+    assert fast == replay(lines, "cython", True, monkeypatch)

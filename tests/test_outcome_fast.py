@@ -25,6 +25,7 @@ from loopcore._records import OUTCOME_KINDS
 from loopcore._twins import use_twin
 
 from .conftest import TWINS
+from .test_outcome_since_seed import ClaimsStr
 
 COMPILED = "cython" in TWINS
 
@@ -35,17 +36,6 @@ class Str(str):
 
 class Int(int):
     pass
-
-
-class ClaimsStr:
-    """An object whose ``__class__`` claims ``str`` (isinstance believes it)."""
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        return str
-
-    def __repr__(self) -> str:
-        return "ClaimsStr()"
 
 
 def wrap(body: str = "page", nonce: str = "0123456789abcdef") -> str:
