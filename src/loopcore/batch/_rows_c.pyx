@@ -77,12 +77,10 @@ cdef inline bint named(const char *name, Py_ssize_t size, const char *word,
 
 
 cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found) except -1:
-    """``hash_call(tool, json.loads(raw))`` from the JSON text; 0: decode it instead.
+    """``hash_call(tool, json.loads(raw))`` from the JSON text; 1 when hashed, 0:
+    decode it instead.
 
-    1 when hashed, 2 when hashed and the call is a known poll (``is_known_poll``
-    of a tool that is one whatever its args), read on the name's bytes.
-
-    Also False for a tool whose rules read its args: ``hash_call`` reduces
+    Also 0 for a tool whose rules read its args: ``hash_call`` reduces
     update_plan's, ``is_known_poll`` and the process rule read a process call's
     ``action``, ``is_send`` a message's, a host's normaliser gets them. Exec's
     ``title`` is left out of the hash by the C reader giving up on it.
@@ -91,7 +89,6 @@ cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found
     cdef Py_ssize_t name_size
     cdef const char *name
     cdef int status
-    cdef bint poll
     try:
         name = PyUnicode_AsUTF8AndSize(tool, &name_size)
     except UnicodeEncodeError:
@@ -110,10 +107,7 @@ cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found
         <const unsigned char *>view.buf, view.len, named(name, name_size, "exec", 4), found,
     )
     PyBuffer_Release(&view)
-    if status != LC_CANON_OK:
-        return 0
-    poll = named(name, name_size, "wait", 4) or named(name, name_size, "command_status", 14)
-    return 2 if poll else 1
+    return 1 if status == LC_CANON_OK else 0
 
 
 cdef inline bint known_poll(object tool_name, object args) except -1:
@@ -271,9 +265,9 @@ cdef class Rows:
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
                            object error, int hashed=0, uint64_t args_hash=0) except -1:
-        # ``hashed`` (``raw_call_hash``'s answer, 1 or 2): ``args_hash`` is the call
-        # hash, read from the args' JSON text, and ``args`` None (no rule of this
-        # tool reads them); 2 says the call is a known poll.
+        # ``hashed`` (``raw_call_hash``'s answer): ``args_hash`` is the call hash,
+        # read from the args' JSON text, and ``args`` None (no rule of this tool reads
+        # them, and a tool whose known-poll flag does is never hashed so).
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
@@ -289,7 +283,7 @@ cdef class Rows:
         row_hashes[4] = 0 if identity is None else <uint64_t>identity
         row_flags[0] = result_hash is not None
         row_flags[1] = unknown is not None
-        row_flags[2] = hashed == 2 if hashed else known_poll(tool_name, args)
+        row_flags[2] = known_poll(tool_name, args)
         row_flags[3] = bool(self.pending) and scope in self.pending
         row_flags[4] = kind == KIND_VETO
         row_flags[5] = kind == KIND_TERMINAL
