@@ -28,13 +28,16 @@ sure of the text.
 from __future__ import annotations
 
 import os
-from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._outcome import UNSET
-from ..batch import CallTableBuilder
 from ._reader import PROGRESS_EVERY, Lines, Tick
+
+if TYPE_CHECKING:  # annotations only: reading a log does not need the batch package yet
+    from array import array
+
+    from ..batch import CallTableBuilder
 
 __all__ = ["AVAILABLE", "REFERENCE_ENV", "read_fast", "use_fast"]
 
