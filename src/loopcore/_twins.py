@@ -15,17 +15,23 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-__all__ = ["COMPONENTS", "choose", "load", "use_twin"]
+__all__ = ["COMPONENTS", "choose", "compiled", "load", "use_twin"]
+
+
+def compiled(module: str) -> ModuleType | None:
+    """The compiled module ``module`` if it should and can be used, else None."""
+    if os.environ.get("LOOPCORE_NO_EXTENSIONS") or sys.implementation.name != "cpython":
+        return None
+    try:
+        return importlib.import_module(module)
+    except ImportError:  # not built (an sdist install without a compiler)
+        return None
 
 
 def load(component: str) -> ModuleType:
     """``loopcore._<component>_c`` if it should and can be used, else ``_<component>_py``."""
-    if not os.environ.get("LOOPCORE_NO_EXTENSIONS") and sys.implementation.name == "cpython":
-        try:
-            return importlib.import_module(f"loopcore._{component}_c")
-        except ImportError:
-            pass
-    return importlib.import_module(f"loopcore._{component}_py")
+    found = compiled(f"loopcore._{component}_c")
+    return found if found is not None else importlib.import_module(f"loopcore._{component}_py")
 
 
 def choose(component: str, names: Iterable[str]) -> dict[str, Any]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from .._twins import compiled
 from ..batch import CallTableBuilder
 from ._files import InputError
 from ._text import printable
@@ -176,18 +176,8 @@ def line_limit(limit: object) -> int:
     )
 
 
-def _compiled_lines() -> Any:
-    """``_lines_c.Lines``, unless extensions are disabled or it was not built."""
-    if os.environ.get("LOOPCORE_NO_EXTENSIONS") or sys.implementation.name != "cpython":
-        return None
-    try:
-        from ._lines_c import Lines  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return Lines
-
-
-_COMPILED_LINES = _compiled_lines()
+#: ``_lines_c.Lines``, unless extensions are disabled or it was not built.
+_COMPILED_LINES: Any = getattr(compiled("loopcore.formats._lines_c"), "Lines", None)
 
 
 class LineSource:
