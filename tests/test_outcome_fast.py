@@ -294,6 +294,18 @@ def test_terminal_failures_agree(out: str, code: Any, where: str) -> None:
     assert exact(found) == exact(_outcome_py.outcome_of("exec", {}, result=result))
 
 
+@pytest.mark.skipif(not COMPILED, reason="the compiled twin is not built")
+@pytest.mark.parametrize("piece", DRIFT)
+def test_each_drift_form_shapes_as_the_reference(piece: str) -> None:
+    # Every drift form on its own, not only where the generated outputs reach it.
+    from loopcore import _outcome_c
+
+    for out in (piece, f"boom {piece} end", f"{piece}{piece}"):
+        result = exec_result(out, 1)
+        found = _outcome_c.outcome_of("exec", {"command": "x"}, result=result)
+        assert exact(found) == exact(_outcome_py.outcome_of("exec", {}, result=result)), out
+
+
 def test_drift_makes_the_same_failure() -> None:
     # §8.4: only the drift differs, so the identity is the same and the hash is not.
     a = exec_result("boom at 2024-01-01T00:00:01Z, attempt 1, took 5ms, pid 10", 1)
