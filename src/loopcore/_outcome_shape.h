@@ -16,6 +16,7 @@
 #define LOOPCORE_OUTCOME_SHAPE_H
 
 #include <Python.h>
+#include <string.h>
 
 typedef Py_UCS4 lc_ch;
 
@@ -96,27 +97,34 @@ static Py_ssize_t lc_counter(const lc_ch *s, Py_ssize_t n, Py_ssize_t at) {
     return at;
 }
 
+/* I \b(?:w0|w1|...)\b[\s#:=]*\d+ at ``i``: its end, or -1. The alternatives are
+   tried in order, each to the end of the pattern, as the regex backtracks. */
+static Py_ssize_t lc_match_keyword(const lc_ch *s, Py_ssize_t n, Py_ssize_t i,
+                                   const char *const *words) {
+    lc_ch c = lc_lower(s[i]);
+    for (; *words; words++) {
+        const char *w = *words;
+        Py_ssize_t j, end;
+        if (c != (lc_ch)(unsigned char)w[0] || !lc_starts_word(s, i) || !lc_word_at(s, n, i, w))
+            continue;
+        j = i + (Py_ssize_t)strlen(w);
+        if (!lc_ends_word(s, n, j)) continue;
+        end = lc_counter(s, n, j);
+        if (end >= 0) return end;
+    }
+    return -1;
+}
+
 /* (3) I \b(?:attempt|retry)\b[\s#:=]*\d+ */
 static Py_ssize_t lc_match_attempt(const lc_ch *s, Py_ssize_t n, Py_ssize_t i) {
-    lc_ch c = lc_lower(s[i]);
-    if ((c != 'a' && c != 'r') || !lc_starts_word(s, i)) return -1;
-    Py_ssize_t j;
-    if (lc_word_at(s, n, i, "attempt")) j = i + 7;
-    else if (lc_word_at(s, n, i, "retry")) j = i + 5;
-    else return -1;
-    if (!lc_ends_word(s, n, j)) return -1;
-    return lc_counter(s, n, j);
+    static const char *const words[] = {"attempt", "retry", NULL};
+    return lc_match_keyword(s, n, i, words);
 }
 
 /* (5) I \b(?:pid|ppid)\b[\s#:=]*\d+ */
 static Py_ssize_t lc_match_pid(const lc_ch *s, Py_ssize_t n, Py_ssize_t i) {
-    if (lc_lower(s[i]) != 'p' || !lc_starts_word(s, i)) return -1;
-    Py_ssize_t j;
-    if (lc_word_at(s, n, i, "pid")) j = i + 3;
-    else if (lc_word_at(s, n, i, "ppid")) j = i + 4;
-    else return -1;
-    if (!lc_ends_word(s, n, j)) return -1;
-    return lc_counter(s, n, j);
+    static const char *const words[] = {"pid", "ppid", NULL};
+    return lc_match_keyword(s, n, i, words);
 }
 
 /* (?:ns|us|ms|seconds?|minutes?|hours?|s)\b at ``at``, alternatives in order. */
