@@ -15,7 +15,11 @@
  * in, ready to be taken: the faults happen on that thread. It never touches a
  * Python object or the GIL, a caller never waits for it (one that finds no
  * ready chunk, or the hand-over busy, maps its own chunk as before), and the
- * ready chunks are bounded (about 1/32 of the slab, at most 16 MiB).
+ * ready chunks are bounded (about 1/32 of the slab, at most 16 MiB). It runs
+ * at the callers' priority and faults a chunk in steps of 128 KiB: the
+ * advice holds the process's memory-map lock, which a caller's own mmap (of
+ * an allocator arena, say) waits for; at idle priority a busy machine would
+ * starve the thread while it holds the lock (pauses of 200 ms were seen).
  * LOOPCORE_PREFAULT=0 in the environment keeps it from starting; so does a
  * kernel without the advice (the thread stops at its first refusal). After a
  * fork the child drops the parent's ready chunks and starts its own thread
@@ -62,6 +66,8 @@
 #define LOOPCORE_SLAB_CLASSES 1024
 #define LOOPCORE_SLAB_LARGEST (LOOPCORE_SLAB_GRAIN * LOOPCORE_SLAB_CLASSES)
 #define LOOPCORE_SLAB_CHUNK ((size_t)2 << 20)
+/* Bytes the thread faults in per advice (the memory-map lock is held for one). */
+#define LOOPCORE_SLAB_STEP ((size_t)128 << 10)
 /* Chunks mapped before the thread starts (16 MiB): small stores never get one. */
 #define LOOPCORE_SLAB_THREAD_AFTER 8
 /* Ready chunks: at most this many, and one per 32 chunks of the slab. */
@@ -133,8 +139,11 @@ static void *loopcore_slab_prefault(void *unused) {
         pthread_mutex_unlock(&loopcore_slab_hand);
         char *chunk = loopcore_slab_map();
         /* The advice faults every page in, writable, and changes no byte. */
-        int faulted = chunk != NULL &&
-                      madvise(chunk, LOOPCORE_SLAB_CHUNK, MADV_POPULATE_WRITE) == 0;
+        int faulted = chunk != NULL;
+        size_t done;
+        for (done = 0; faulted && done < LOOPCORE_SLAB_CHUNK; done += LOOPCORE_SLAB_STEP) {
+            faulted = madvise(chunk + done, LOOPCORE_SLAB_STEP, MADV_POPULATE_WRITE) == 0;
+        }
         pthread_mutex_lock(&loopcore_slab_hand);
         if (chunk != NULL && loopcore_slab_ready_count < LOOPCORE_SLAB_READY_MAX) {
             /* Faulted or not, the chunk is good memory: it is handed over. */
