@@ -15,7 +15,7 @@
  * in, ready to be taken: the faults happen on that thread. It never touches a
  * Python object or the GIL, a caller never waits for it (one that finds no
  * ready chunk, or the hand-over busy, maps its own chunk as before), and the
- * ready chunks are bounded (about 1/32 of the slab, at most 16 MiB). It runs
+ * ready chunks are bounded (about 1/128 of the slab, at most 16 MiB). It runs
  * at the callers' priority and faults a chunk in steps of 128 KiB: the
  * advice holds the process's memory-map lock, which a caller's own mmap (of
  * an allocator arena, say) waits for; at idle priority a busy machine would
@@ -70,9 +70,10 @@
 #define LOOPCORE_SLAB_STEP ((size_t)128 << 10)
 /* Chunks mapped before the thread starts (16 MiB): small stores never get one. */
 #define LOOPCORE_SLAB_THREAD_AFTER 8
-/* Ready chunks: at most this many, and one per 32 chunks of the slab. */
+/* Ready chunks: at most this many (16 MiB), and one per 128 chunks of the slab
+ * (256 MiB): at 100,000 scopes the reserve is some 20 bytes a scope. */
 #define LOOPCORE_SLAB_READY_MAX 8
-#define LOOPCORE_SLAB_READY_SHARE 32
+#define LOOPCORE_SLAB_READY_SHARE 128
 
 typedef struct loopcore_slab_free {
     struct loopcore_slab_free *next;
