@@ -6,9 +6,13 @@
  * is a gigabyte of memory touched for the first time while calls are served,
  * and each first touch of a page is a fault on the calling thread (tens of
  * microseconds at the tail on a virtual machine). Here every store's blocks
- * come from one process-wide slab: size classes of 16 bytes, a free list per
- * class (a freed block is reused by the next block of its size, never given
- * back to the system), and chunks of 2 MiB bumped through.
+ * come from one process-wide slab: chunks of 2 MiB (aligned to their size),
+ * cut into pages of 64 KiB, each page holding blocks of one size class (a
+ * multiple of 16 bytes). A freed block is reused by the next block of its
+ * class; a page whose blocks are all freed goes back to a pool that any class
+ * takes pages from (rows that grow from 4 to 8 to 16 records leave whole pages
+ * of the smaller blocks behind them, which the larger ones then fill). Memory
+ * is never given back to the system: new scopes reuse it.
  *
  * On Linux (MADV_POPULATE_WRITE, 5.14+), once the slab has mapped enough that
  * faults matter, a plain pthread keeps a few chunks mapped and already faulted
@@ -48,6 +52,9 @@
 #else
 #define LOOPCORE_SLAB_MAPPED 0
 #endif
+#if defined(_WIN32)
+#include <malloc.h>
+#endif
 
 #if defined(__linux__)
 #include <pthread.h>
@@ -61,11 +68,15 @@
 #endif
 
 /* Blocks are multiples of 16 bytes (malloc's alignment); larger than the last
- * class, they come from the raw allocator. */
+ * class (rows of more than 199 records), they come from the raw allocator. */
 #define LOOPCORE_SLAB_GRAIN ((size_t)16)
-#define LOOPCORE_SLAB_CLASSES 1024
+#define LOOPCORE_SLAB_CLASSES 512
 #define LOOPCORE_SLAB_LARGEST (LOOPCORE_SLAB_GRAIN * LOOPCORE_SLAB_CLASSES)
 #define LOOPCORE_SLAB_CHUNK ((size_t)2 << 20)
+/* 32 pages a chunk: a page's tail after its last whole block is unused (under
+ * 0.5% for the blocks of a 30-record row; 2% with pages of 32 KiB). */
+#define LOOPCORE_SLAB_PAGE ((size_t)64 << 10)
+#define LOOPCORE_SLAB_PAGES (LOOPCORE_SLAB_CHUNK / LOOPCORE_SLAB_PAGE)
 /* Bytes the thread faults in per advice (the memory-map lock is held for one). */
 #define LOOPCORE_SLAB_STEP ((size_t)128 << 10)
 /* Chunks mapped before the thread starts (16 MiB): small stores never get one. */
@@ -79,25 +90,45 @@ typedef struct loopcore_slab_free {
     struct loopcore_slab_free *next;
 } loopcore_slab_free;
 
+/* A page's bookkeeping; a chunk's 32 of them open its first page. */
+typedef struct loopcore_slab_page {
+    /* Neighbours on its class's list of pages with room, or (next) in the pool. */
+    struct loopcore_slab_page *prev;
+    struct loopcore_slab_page *next;
+    loopcore_slab_free *free; /* its freed blocks */
+    char *base;               /* its first block */
+    uint32_t size;            /* its blocks' bytes */
+    uint32_t live;            /* blocks handed out */
+    uint32_t cut;             /* blocks cut from it so far (the rest were never used) */
+    uint32_t capacity;        /* blocks it holds */
+    int listed;               /* on its class's list */
+} loopcore_slab_page;
+
+#define LOOPCORE_SLAB_HEADER                                                            \
+    ((sizeof(loopcore_slab_page) * LOOPCORE_SLAB_PAGES + 63) & ~(size_t)63)
+
 typedef struct {
-    size_t chunks;   /* chunks in the slab, whoever mapped them */
-    size_t mapped;   /* of those, mapped by a caller */
-    size_t taken;    /* of those, taken ready (faulted in by the thread) */
-    size_t blocks;   /* blocks handed out and not freed */
-    size_t reused;   /* blocks handed out from a free list */
-    size_t free;     /* blocks on the free lists */
+    size_t chunks;     /* chunks in the slab, whoever mapped them */
+    size_t mapped;     /* of those, mapped by a caller */
+    size_t taken;      /* of those, taken ready (faulted in by the thread) */
+    size_t blocks;     /* blocks handed out and not freed */
+    size_t reused;     /* blocks handed out from a free list */
+    size_t pooled;     /* pages whose blocks were all freed, waiting for any class */
+    size_t recycled;   /* pages taken back from the pool */
     size_t prefaulted; /* chunks the thread faulted in (its count: under its mutex) */
-    int ready;       /* ready chunks now */
-    int thread;      /* 1: this process has a running prefault thread */
-    int refused;     /* 1: switched off, or the kernel refused the advice */
+    int ready;         /* ready chunks now */
+    int thread;        /* 1: this process has a running prefault thread */
+    int refused;       /* 1: switched off, or the kernel refused the advice */
 } loopcore_slab_stats;
 
 static struct {
     loopcore_lock lock;
-    loopcore_slab_free *free[LOOPCORE_SLAB_CLASSES];
-    char *bump;
-    char *end;
-    size_t chunks, mapped, taken, blocks, reused, free_count;
+    /* Per class, the pages with a block to hand out. */
+    loopcore_slab_page *room[LOOPCORE_SLAB_CLASSES];
+    loopcore_slab_page *pool;
+    char *chunk;      /* the chunk pages are cut from */
+    size_t next_page; /* its first page not cut yet */
+    size_t chunks, mapped, taken, blocks, reused, pooled, recycled;
 #if LOOPCORE_SLAB_PREFAULT
     pid_t thread_pid; /* the process whose thread runs (a fork child's is not it) */
     int refused;      /* the thread is not to run again in this process */
@@ -117,14 +148,30 @@ static int loopcore_slab_stopped; /* the thread ended (the advice was refused) *
 static size_t loopcore_slab_prefaulted;
 #endif
 
-/* A chunk of fresh memory, or NULL. */
+/* A chunk of fresh memory aligned to its size (a block finds its page from its
+ * address), or NULL. */
 static char *loopcore_slab_map(void) {
 #if LOOPCORE_SLAB_MAPPED
-    void *chunk = mmap(NULL, LOOPCORE_SLAB_CHUNK, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return chunk == MAP_FAILED ? NULL : (char *)chunk;
+    size_t span = 2 * LOOPCORE_SLAB_CHUNK;
+    void *mapped = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) {
+        return NULL;
+    }
+    uintptr_t start = (uintptr_t)mapped;
+    uintptr_t aligned = (start + LOOPCORE_SLAB_CHUNK - 1) & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    if (aligned > start) {
+        munmap(mapped, aligned - start);
+    }
+    if (start + span > aligned + LOOPCORE_SLAB_CHUNK) {
+        munmap((void *)(aligned + LOOPCORE_SLAB_CHUNK), start + span - aligned - LOOPCORE_SLAB_CHUNK);
+    }
+    return (char *)aligned;
+#elif defined(_WIN32)
+    return (char *)_aligned_malloc(LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK);
 #else
-    return (char *)malloc(LOOPCORE_SLAB_CHUNK);
+    void *chunk = NULL;
+    return posix_memalign(&chunk, LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK) == 0 ? (char *)chunk
+                                                                                : NULL;
 #endif
 }
 
@@ -270,6 +317,73 @@ static inline size_t loopcore_slab_class(size_t size) {
     return size == 0 ? 0 : (size - 1) / LOOPCORE_SLAB_GRAIN;
 }
 
+static inline loopcore_slab_page *loopcore_slab_page_of(void *block) {
+    uintptr_t at = (uintptr_t)block;
+    uintptr_t chunk = at & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    return &((loopcore_slab_page *)chunk)[(at - chunk) / LOOPCORE_SLAB_PAGE];
+}
+
+static void loopcore_slab_unlist(loopcore_slab_page *page, size_t index) {
+    if (page->prev != NULL) {
+        page->prev->next = page->next;
+    } else {
+        loopcore_slab.room[index] = page->next;
+    }
+    if (page->next != NULL) {
+        page->next->prev = page->prev;
+    }
+    page->prev = page->next = NULL;
+    page->listed = 0;
+}
+
+static void loopcore_slab_list(loopcore_slab_page *page, size_t index) {
+    page->prev = NULL;
+    page->next = loopcore_slab.room[index];
+    if (page->next != NULL) {
+        page->next->prev = page;
+    }
+    loopcore_slab.room[index] = page;
+    page->listed = 1;
+}
+
+/* A page for blocks of `bytes` (under the slab's lock): from the pool, else cut
+ * from the chunk (a new one when it is used up); NULL when out of memory. */
+static loopcore_slab_page *loopcore_slab_new_page(size_t bytes) {
+    loopcore_slab_page *page = loopcore_slab.pool;
+    char *start, *end;
+    if (page != NULL) {
+        loopcore_slab.pool = page->next;
+        loopcore_slab.pooled--;
+        loopcore_slab.recycled++;
+    } else {
+        if (loopcore_slab.chunk == NULL || loopcore_slab.next_page == LOOPCORE_SLAB_PAGES) {
+            char *chunk = loopcore_slab_chunk();
+            if (chunk == NULL) {
+                return NULL;
+            }
+            loopcore_slab.chunk = chunk;
+            loopcore_slab.next_page = 0;
+        }
+        page = &((loopcore_slab_page *)loopcore_slab.chunk)[loopcore_slab.next_page++];
+    }
+    uintptr_t chunk = (uintptr_t)page & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    size_t number = (size_t)(page - (loopcore_slab_page *)chunk);
+    start = (char *)chunk + number * LOOPCORE_SLAB_PAGE;
+    end = start + LOOPCORE_SLAB_PAGE;
+    if (number == 0) {
+        start += LOOPCORE_SLAB_HEADER; /* the first page also holds the bookkeeping */
+    }
+    page->base = start;
+    page->size = (uint32_t)bytes;
+    page->capacity = (uint32_t)((size_t)(end - start) / bytes);
+    page->free = NULL;
+    page->live = 0;
+    page->cut = 0;
+    page->prev = page->next = NULL;
+    page->listed = 0;
+    return page;
+}
+
 /* `size` bytes (16-byte aligned, contents undefined), or NULL. */
 static void *loopcore_slab_alloc(size_t size) {
     if (size > LOOPCORE_SLAB_LARGEST) {
@@ -279,25 +393,26 @@ static void *loopcore_slab_alloc(size_t size) {
     size_t bytes = (index + 1) * LOOPCORE_SLAB_GRAIN;
     void *block;
     loopcore_lock_acquire(&loopcore_slab.lock);
-    loopcore_slab_free *reuse = loopcore_slab.free[index];
-    if (reuse != NULL) {
-        loopcore_slab.free[index] = reuse->next;
-        loopcore_slab.free_count--;
-        loopcore_slab.reused++;
-        block = reuse;
-    } else {
-        if ((size_t)(loopcore_slab.end - loopcore_slab.bump) < bytes) {
-            /* The rest of the chunk (under one block) is left unused. */
-            char *chunk = loopcore_slab_chunk();
-            if (chunk == NULL) {
-                loopcore_lock_release(&loopcore_slab.lock);
-                return NULL;
-            }
-            loopcore_slab.bump = chunk;
-            loopcore_slab.end = chunk + LOOPCORE_SLAB_CHUNK;
+    loopcore_slab_page *page = loopcore_slab.room[index];
+    if (page == NULL) {
+        page = loopcore_slab_new_page(bytes);
+        if (page == NULL) {
+            loopcore_lock_release(&loopcore_slab.lock);
+            return NULL;
         }
-        block = loopcore_slab.bump;
-        loopcore_slab.bump += bytes;
+        loopcore_slab_list(page, index);
+    }
+    if (page->free != NULL) {
+        block = page->free;
+        page->free = page->free->next;
+        loopcore_slab.reused++;
+    } else {
+        block = page->base + (size_t)page->cut * bytes;
+        page->cut++;
+    }
+    page->live++;
+    if (page->free == NULL && page->cut == page->capacity) {
+        loopcore_slab_unlist(page, index); /* full */
     }
     loopcore_slab.blocks++;
     loopcore_lock_release(&loopcore_slab.lock);
@@ -314,11 +429,23 @@ static void loopcore_slab_release(void *block, size_t size) {
         return;
     }
     size_t index = loopcore_slab_class(size);
+    loopcore_slab_page *page = loopcore_slab_page_of(block);
     loopcore_lock_acquire(&loopcore_slab.lock);
-    ((loopcore_slab_free *)block)->next = loopcore_slab.free[index];
-    loopcore_slab.free[index] = (loopcore_slab_free *)block;
-    loopcore_slab.free_count++;
+    ((loopcore_slab_free *)block)->next = page->free;
+    page->free = (loopcore_slab_free *)block;
+    page->live--;
     loopcore_slab.blocks--;
+    if (page->live == 0) {
+        /* Its blocks (and what they held) are forgotten: any class may take it. */
+        if (page->listed) {
+            loopcore_slab_unlist(page, index);
+        }
+        page->next = loopcore_slab.pool;
+        loopcore_slab.pool = page;
+        loopcore_slab.pooled++;
+    } else if (!page->listed) {
+        loopcore_slab_list(page, index);
+    }
     loopcore_lock_release(&loopcore_slab.lock);
 }
 
@@ -330,7 +457,8 @@ static void loopcore_slab_read(loopcore_slab_stats *stats) {
     stats->taken = loopcore_slab.taken;
     stats->blocks = loopcore_slab.blocks;
     stats->reused = loopcore_slab.reused;
-    stats->free = loopcore_slab.free_count;
+    stats->pooled = loopcore_slab.pooled;
+    stats->recycled = loopcore_slab.recycled;
 #if LOOPCORE_SLAB_PREFAULT
     stats->thread = loopcore_slab.thread_pid == getpid() && !loopcore_slab.refused;
     stats->refused = loopcore_slab.refused;

@@ -9,7 +9,8 @@ cdef extern from "_ring_slab.h":
         size_t taken
         size_t blocks
         size_t reused
-        size_t free
+        size_t pooled
+        size_t recycled
         size_t prefaulted
         int ready
         int thread
@@ -45,7 +46,8 @@ def _slab_stats():
         "taken": s.taken,
         "blocks": s.blocks,
         "reused": s.reused,
-        "free": s.free,
+        "pooled": s.pooled,
+        "recycled": s.recycled,
         "prefaulted": s.prefaulted,
         "ready": s.ready,
         "thread": bool(s.thread),
