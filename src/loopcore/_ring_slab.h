@@ -31,8 +31,10 @@
  * demand, with no thread.
  *
  * Callers hold the GIL or, without one, a thread state: the slab's own lock
- * (_lock.h) guards the free lists and the bump pointer; the hand-over to the
- * thread is a pthread mutex that callers only ever try.
+ * (_lock.h) guards the pages, their lists and free blocks; the hand-over to
+ * the thread is a pthread mutex that callers only ever try (the thread holds
+ * it only between two chunks, and a fork holds it across, so that the child
+ * finds the hand-over whole).
  */
 #ifndef LOOPCORE_RING_SLAB_H
 #define LOOPCORE_RING_SLAB_H
