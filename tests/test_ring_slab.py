@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import loopcore
 from loopcore import _ring_py
 from loopcore._records import KIND_TERMINAL_EXEC
 
@@ -37,7 +38,8 @@ if "cython" in TWINS:
 else:  # pragma: no cover
     _ring_c = _ring_py
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+#: Where this run's loopcore comes from: the probes in fresh processes import the same one.
+SRC = Path(loopcore.__file__).resolve().parents[1]
 
 #: Call ids: inline ASCII, inline non-ASCII, too long to be inline, none.
 CALL_IDS = ["call_{:024d}", "é-{}", "x" * 40 + "{}", None]
