@@ -63,6 +63,7 @@ include "_ring_platform.pxi"
 include "_ring_layout.pxi"
 include "_ring_records.pxi"
 include "_ring_memory.pxi"
+include "_ring_slab.pxi"
 include "_ring_scan.pxi"
 include "_ring_churn.pxi"
 include "_ring_table.pxi"
@@ -102,10 +103,12 @@ cdef class RingStore:
 
     def __dealloc__(self):
         cdef Py_ssize_t row
+        cdef RowMeta *m
         for row in range(self.capacity):
-            PyMem_RawFree(meta_at(self, row)[0].block)
-            PyMem_RawFree(meta_at(self, row)[0].ids)
-            PyMem_RawFree(meta_at(self, row)[0].identity)
+            m = meta_at(self, row)
+            block_free(m.block, m.cap, RECORD_BYTES)
+            block_free(m.ids, m.cap, 1 + ID_BYTES)
+            block_free(m.identity, m.cap, sizeof(uint64_t))
         for row in range(0, self.capacity, ROW_CHUNK):
             PyMem_RawFree(self.chunk_blocks[row >> ROW_CHUNK_SHIFT])
         PyMem_RawFree(self.meta_chunks)

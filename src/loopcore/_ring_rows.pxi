@@ -19,17 +19,18 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
     cdef Py_ssize_t cap = min(self.history_size, max(4, 2 * <Py_ssize_t>m.cap))
     cdef RowMeta grown = m[0]
     grown.cap = <int32_t>cap
-    grown.block = <char*>checked_raw_malloc(cap, RECORD_BYTES)
+    # Blocks come from the slab (_ring_slab.pxi), freed with the cap they had.
+    grown.block = <char*>block_alloc(cap, RECORD_BYTES)
     grown.ids = NULL
     grown.identity = NULL
     try:
         if m.ids != NULL:
-            grown.ids = <char*>checked_raw_malloc(cap, 1 + ID_BYTES)
+            grown.ids = <char*>block_alloc(cap, 1 + ID_BYTES)
         if m.identity != NULL:
-            grown.identity = <uint64_t*>checked_raw_malloc(cap, sizeof(uint64_t))
+            grown.identity = <uint64_t*>block_alloc(cap, sizeof(uint64_t))
     except BaseException:
-        PyMem_RawFree(grown.block)
-        PyMem_RawFree(grown.ids)
+        block_free(grown.block, cap, RECORD_BYTES)
+        block_free(grown.ids, cap, 1 + ID_BYTES)
         raise
     cdef Cols old, new
     cols_of(m, &old)
@@ -45,11 +46,11 @@ cdef int row_reserve(RingStore self, Py_ssize_t row) except -1:
     if m.ids != NULL:
         memcpy(grown.ids, m.ids, n)
         memcpy(&grown.ids[cap], &m.ids[m.cap], n * ID_BYTES)
-        PyMem_RawFree(m.ids)
+        block_free(m.ids, m.cap, 1 + ID_BYTES)
     if m.identity != NULL:
         memcpy(grown.identity, m.identity, n * sizeof(uint64_t))
-        PyMem_RawFree(m.identity)
-    PyMem_RawFree(m.block)
+        block_free(m.identity, m.cap, sizeof(uint64_t))
+    block_free(m.block, m.cap, RECORD_BYTES)
     m[0] = grown
     table_block(self, <int32_t>row)
     return 0
@@ -60,7 +61,7 @@ cdef int row_identity(RingStore self, Py_ssize_t row) except -1:
     cdef RowMeta *m = meta_at(self, row)
     if m.identity == NULL:
         # A row without terminal failures never pays for it.
-        m.identity = <uint64_t*>checked_raw_malloc(m.cap, sizeof(uint64_t))
+        m.identity = <uint64_t*>block_alloc(m.cap, sizeof(uint64_t))
     return 0
 
 
@@ -178,9 +179,9 @@ cdef int free_row(RingStore self, object key, Py_ssize_t row) except -1:
     cdef Py_ssize_t slot
     for slot in range(m.fill):
         slot_clear(self, row, slot)
-    PyMem_RawFree(m.block)
-    PyMem_RawFree(m.ids)
-    PyMem_RawFree(m.identity)
+    block_free(m.block, m.cap, RECORD_BYTES)
+    block_free(m.ids, m.cap, 1 + ID_BYTES)
+    block_free(m.identity, m.cap, sizeof(uint64_t))
     m.block = NULL
     m.ids = NULL
     m.identity = NULL

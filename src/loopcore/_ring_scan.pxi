@@ -117,7 +117,7 @@ cdef int slot_store_id(RingStore self, Py_ssize_t row, Py_ssize_t slot, object c
         return 0
     if m.ids == NULL:
         # A row without call ids never pays for them.
-        m.ids = <char*>checked_raw_malloc(m.cap, 1 + ID_BYTES)
+        m.ids = <char*>block_alloc(m.cap, 1 + ID_BYTES)
     m.ids[slot] = <char>size
     memcpy(&m.ids[m.cap + slot * ID_BYTES], data, size)
     return 0

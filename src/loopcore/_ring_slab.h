@@ -1,0 +1,482 @@
+/*
+ * Where do rows' record blocks come from, so that a call never waits while the
+ * system supplies fresh memory?
+ *
+ * A row's blocks grow (4, 8, 16 ... records): with a million live scopes that
+ * is a gigabyte of memory touched for the first time while calls are served,
+ * and each first touch of a page is a fault on the calling thread (tens of
+ * microseconds at the tail on a virtual machine). Here every store's blocks
+ * come from one process-wide slab: chunks of 2 MiB (aligned to their size),
+ * cut into pages of 64 KiB, each page holding blocks of one size class (a
+ * multiple of 16 bytes). A freed block is reused by the next block of its
+ * class; a page whose blocks are all freed goes back to a pool that any class
+ * takes pages from (rows that grow from 4 to 8 to 16 records leave whole pages
+ * of the smaller blocks behind them, which the larger ones then fill). Memory
+ * is never given back to the system: new scopes reuse it.
+ *
+ * On Linux (MADV_POPULATE_WRITE, 5.14+), once the slab has mapped enough that
+ * faults matter, a plain pthread keeps a few chunks mapped and already faulted
+ * in, ready to be taken: the faults happen on that thread. It never touches a
+ * Python object or the GIL, a caller never waits for it (one that finds no
+ * ready chunk, or the hand-over busy, maps its own chunk as before), and the
+ * ready chunks are bounded (about 1/128 of the slab, at most 16 MiB). It runs
+ * at the callers' priority and faults a chunk in steps of 128 KiB: the
+ * advice holds the process's memory-map lock, which a caller's own mmap (of
+ * an allocator arena, say) waits for. At idle priority a busy machine starves
+ * the thread (and may do so while it holds that lock): callers then fault
+ * their own pages, and at 300,000 scopes the p99 went back to what it was
+ * without the thread.
+ * LOOPCORE_PREFAULT=0 in the environment keeps it from starting; so does a
+ * kernel without the advice (the thread stops at its first refusal). After a
+ * fork the child drops the parent's ready chunks and starts its own thread
+ * when it next needs a chunk. Elsewhere chunks are mapped (or malloc'd) on
+ * demand, with no thread.
+ *
+ * Callers hold the GIL or, without one, a thread state: the slab's own lock
+ * (_lock.h) guards the pages, their lists and free blocks; the hand-over to
+ * the thread is a pthread mutex that callers only ever try (the thread holds
+ * it only between two chunks, and a fork holds it across, so that the child
+ * finds the hand-over whole).
+ */
+#ifndef LOOPCORE_RING_SLAB_H
+#define LOOPCORE_RING_SLAB_H
+
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_lock.h"
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define LOOPCORE_SLAB_MAPPED 1
+#else
+#define LOOPCORE_SLAB_MAPPED 0
+#endif
+#if defined(_WIN32)
+#include <malloc.h>
+#endif
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <signal.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* the kernel's value; older headers lack it */
+#endif
+#define LOOPCORE_SLAB_PREFAULT 1
+#else
+#define LOOPCORE_SLAB_PREFAULT 0
+#endif
+
+/* Blocks are multiples of 16 bytes (malloc's alignment); larger than the last
+ * class (rows of more than 199 records), they come from the raw allocator. */
+#define LOOPCORE_SLAB_GRAIN ((size_t)16)
+#define LOOPCORE_SLAB_CLASSES 512
+#define LOOPCORE_SLAB_LARGEST (LOOPCORE_SLAB_GRAIN * LOOPCORE_SLAB_CLASSES)
+#define LOOPCORE_SLAB_CHUNK ((size_t)2 << 20)
+/* 32 pages a chunk: a page's tail after its last whole block is unused (under
+ * 0.5% for the blocks of a 30-record row; 2% with pages of 32 KiB). */
+#define LOOPCORE_SLAB_PAGE ((size_t)64 << 10)
+#define LOOPCORE_SLAB_PAGES (LOOPCORE_SLAB_CHUNK / LOOPCORE_SLAB_PAGE)
+/* Bytes the thread faults in per advice (the memory-map lock is held for one). */
+#define LOOPCORE_SLAB_STEP ((size_t)128 << 10)
+/* Chunks mapped before the thread starts (16 MiB): small stores never get one. */
+#define LOOPCORE_SLAB_THREAD_AFTER 8
+/* Ready chunks: at most this many (16 MiB), and one per 128 chunks of the slab
+ * (256 MiB): at 100,000 scopes the reserve is some 20 bytes a scope. */
+#define LOOPCORE_SLAB_READY_MAX 8
+#define LOOPCORE_SLAB_READY_SHARE 128
+
+typedef struct loopcore_slab_free {
+    struct loopcore_slab_free *next;
+} loopcore_slab_free;
+
+/* A page's bookkeeping; a chunk's 32 of them open its first page. */
+typedef struct loopcore_slab_page {
+    /* Neighbours on its class's list of pages with room, or (next) in the pool. */
+    struct loopcore_slab_page *prev;
+    struct loopcore_slab_page *next;
+    loopcore_slab_free *free; /* its freed blocks */
+    char *base;               /* its first block */
+    uint32_t size;            /* its blocks' bytes */
+    uint32_t live;            /* blocks handed out */
+    uint32_t cut;             /* blocks cut from it so far (the rest were never used) */
+    uint32_t capacity;        /* blocks it holds */
+    int listed;               /* on its class's list */
+} loopcore_slab_page;
+
+#define LOOPCORE_SLAB_HEADER                                                            \
+    ((sizeof(loopcore_slab_page) * LOOPCORE_SLAB_PAGES + 63) & ~(size_t)63)
+
+typedef struct {
+    size_t chunks;     /* chunks in the slab, whoever mapped them */
+    size_t mapped;     /* of those, mapped by a caller */
+    size_t taken;      /* of those, taken ready (faulted in by the thread) */
+    size_t blocks;     /* blocks handed out and not freed */
+    size_t reused;     /* blocks handed out from a free list */
+    size_t pooled;     /* pages whose blocks were all freed, waiting for any class */
+    size_t recycled;   /* pages taken back from the pool */
+    size_t prefaulted; /* chunks the thread faulted in (its count: under its mutex) */
+    int ready;         /* ready chunks now */
+    int thread;        /* 1: this process has a running prefault thread */
+    int refused;       /* 1: switched off, or the kernel refused the advice */
+} loopcore_slab_stats;
+
+static struct {
+    loopcore_lock lock;
+    /* Per class, the pages with a block to hand out. */
+    loopcore_slab_page *room[LOOPCORE_SLAB_CLASSES];
+    loopcore_slab_page *pool;
+    char *chunk;      /* the chunk pages are cut from */
+    size_t next_page; /* its first page not cut yet */
+    size_t chunks, mapped, taken, blocks, reused, pooled, recycled;
+#if LOOPCORE_SLAB_PREFAULT
+    pid_t thread_pid; /* the process whose thread runs (a fork child's is not it) */
+    int refused;      /* the thread is not to run again in this process */
+    int atfork;
+#endif
+} loopcore_slab;
+
+#if LOOPCORE_SLAB_PREFAULT
+/* The hand-over, under `loopcore_slab_hand`: the thread fills `ready` up to
+ * `target` and waits on `loopcore_slab_wake`; callers take from it. */
+static pthread_mutex_t loopcore_slab_hand = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t loopcore_slab_wake = PTHREAD_COND_INITIALIZER;
+static char *loopcore_slab_ready[LOOPCORE_SLAB_READY_MAX];
+static int loopcore_slab_ready_count;
+static int loopcore_slab_target = 1;
+static int loopcore_slab_stopped; /* the thread ended (the advice was refused) */
+static size_t loopcore_slab_prefaulted;
+#endif
+
+/* A chunk of fresh memory aligned to its size (a block finds its page from its
+ * address), or NULL. */
+static char *loopcore_slab_map(void) {
+#if LOOPCORE_SLAB_MAPPED
+    size_t span = 2 * LOOPCORE_SLAB_CHUNK;
+    void *mapped = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) {
+        return NULL;
+    }
+    uintptr_t start = (uintptr_t)mapped;
+    uintptr_t aligned = (start + LOOPCORE_SLAB_CHUNK - 1) & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    if (aligned > start) {
+        munmap(mapped, aligned - start);
+    }
+    if (start + span > aligned + LOOPCORE_SLAB_CHUNK) {
+        munmap((void *)(aligned + LOOPCORE_SLAB_CHUNK), start + span - aligned - LOOPCORE_SLAB_CHUNK);
+    }
+    return (char *)aligned;
+#elif defined(_WIN32)
+    return (char *)_aligned_malloc(LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK);
+#else
+    void *chunk = NULL;
+    return posix_memalign(&chunk, LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK) == 0 ? (char *)chunk
+                                                                                : NULL;
+#endif
+}
+
+#if LOOPCORE_SLAB_PREFAULT
+
+static void *loopcore_slab_prefault(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&loopcore_slab_hand);
+    for (;;) {
+        while (loopcore_slab_ready_count >= loopcore_slab_target) {
+            pthread_cond_wait(&loopcore_slab_wake, &loopcore_slab_hand);
+        }
+        pthread_mutex_unlock(&loopcore_slab_hand);
+        char *chunk = loopcore_slab_map();
+        /* The advice faults every page in, writable, and changes no byte. */
+        int faulted = chunk != NULL;
+        size_t done;
+        for (done = 0; faulted && done < LOOPCORE_SLAB_CHUNK; done += LOOPCORE_SLAB_STEP) {
+            faulted = madvise(chunk + done, LOOPCORE_SLAB_STEP, MADV_POPULATE_WRITE) == 0;
+        }
+        pthread_mutex_lock(&loopcore_slab_hand);
+        if (chunk != NULL && loopcore_slab_ready_count < LOOPCORE_SLAB_READY_MAX) {
+            /* Faulted or not, the chunk is good memory: it is handed over. */
+            loopcore_slab_ready[loopcore_slab_ready_count++] = chunk;
+            loopcore_slab_prefaulted += faulted;
+        }
+        if (!faulted) {
+            /* No advice (an older kernel), or no memory: callers fault their own. */
+            loopcore_slab_stopped = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&loopcore_slab_hand);
+    return NULL;
+}
+
+static void loopcore_slab_before_fork(void) { pthread_mutex_lock(&loopcore_slab_hand); }
+
+static void loopcore_slab_after_fork_parent(void) {
+    pthread_mutex_unlock(&loopcore_slab_hand);
+}
+
+/* The child has no thread: its parent's ready chunks (shared with the parent
+ * until written) are dropped, and its own thread starts when it next needs
+ * a chunk (`thread_pid` is the parent's). */
+static void loopcore_slab_after_fork_child(void) {
+    int k;
+    for (k = 0; k < loopcore_slab_ready_count; k++) {
+        munmap(loopcore_slab_ready[k], LOOPCORE_SLAB_CHUNK);
+    }
+    loopcore_slab_ready_count = 0;
+    loopcore_slab_stopped = 0;
+    pthread_mutex_init(&loopcore_slab_hand, NULL);
+    pthread_cond_init(&loopcore_slab_wake, NULL);
+}
+
+/* Start this process's thread once the slab is large enough (under the slab's lock). */
+static void loopcore_slab_start(void) {
+    if (loopcore_slab.refused || loopcore_slab.chunks < LOOPCORE_SLAB_THREAD_AFTER) {
+        return;
+    }
+    pid_t pid = getpid();
+    if (loopcore_slab.thread_pid == pid) {
+        return;
+    }
+    const char *wanted = getenv("LOOPCORE_PREFAULT");
+    if (wanted != NULL && strcmp(wanted, "0") == 0) {
+        loopcore_slab.refused = 1;
+        return;
+    }
+    if (!loopcore_slab.atfork) {
+        if (pthread_atfork(loopcore_slab_before_fork, loopcore_slab_after_fork_parent,
+                           loopcore_slab_after_fork_child) != 0) {
+            loopcore_slab.refused = 1;
+            return;
+        }
+        loopcore_slab.atfork = 1;
+    }
+    pthread_attr_t attr;
+    pthread_t thread;
+    sigset_t all, was;
+    int started;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, (size_t)1 << 16);
+    /* Signals stay with the interpreter's threads. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    started = pthread_create(&thread, &attr, loopcore_slab_prefault, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    pthread_attr_destroy(&attr);
+    if (started) {
+        loopcore_slab.thread_pid = pid;
+    } else {
+        loopcore_slab.refused = 1;
+    }
+}
+
+/* A ready chunk, or NULL; asks the thread for more (under the slab's lock). */
+static char *loopcore_slab_take(void) {
+    char *chunk = NULL;
+    if (loopcore_slab.thread_pid != getpid() || pthread_mutex_trylock(&loopcore_slab_hand) != 0) {
+        return NULL;
+    }
+    if (loopcore_slab_stopped) {
+        loopcore_slab.refused = 1;
+    }
+    if (loopcore_slab_ready_count > 0) {
+        chunk = loopcore_slab_ready[--loopcore_slab_ready_count];
+    }
+    size_t target = loopcore_slab.chunks / LOOPCORE_SLAB_READY_SHARE;
+    loopcore_slab_target = target < 1 ? 1
+                           : target > LOOPCORE_SLAB_READY_MAX ? LOOPCORE_SLAB_READY_MAX
+                                                              : (int)target;
+    pthread_cond_signal(&loopcore_slab_wake);
+    pthread_mutex_unlock(&loopcore_slab_hand);
+    return chunk;
+}
+
+#endif /* LOOPCORE_SLAB_PREFAULT */
+
+/* A new chunk to bump through (under the slab's lock), or NULL. */
+static char *loopcore_slab_chunk(void) {
+    char *chunk = NULL;
+#if LOOPCORE_SLAB_PREFAULT
+    loopcore_slab_start();
+    chunk = loopcore_slab_take();
+    if (chunk != NULL) {
+        loopcore_slab.taken++;
+        loopcore_slab.chunks++;
+        return chunk;
+    }
+#endif
+    chunk = loopcore_slab_map();
+    if (chunk != NULL) {
+        loopcore_slab.mapped++;
+        loopcore_slab.chunks++;
+    }
+    return chunk;
+}
+
+static inline size_t loopcore_slab_class(size_t size) {
+    return size == 0 ? 0 : (size - 1) / LOOPCORE_SLAB_GRAIN;
+}
+
+static inline loopcore_slab_page *loopcore_slab_page_of(void *block) {
+    uintptr_t at = (uintptr_t)block;
+    uintptr_t chunk = at & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    return &((loopcore_slab_page *)chunk)[(at - chunk) / LOOPCORE_SLAB_PAGE];
+}
+
+static void loopcore_slab_unlist(loopcore_slab_page *page, size_t index) {
+    if (page->prev != NULL) {
+        page->prev->next = page->next;
+    } else {
+        loopcore_slab.room[index] = page->next;
+    }
+    if (page->next != NULL) {
+        page->next->prev = page->prev;
+    }
+    page->prev = page->next = NULL;
+    page->listed = 0;
+}
+
+static void loopcore_slab_list(loopcore_slab_page *page, size_t index) {
+    page->prev = NULL;
+    page->next = loopcore_slab.room[index];
+    if (page->next != NULL) {
+        page->next->prev = page;
+    }
+    loopcore_slab.room[index] = page;
+    page->listed = 1;
+}
+
+/* A page for blocks of `bytes` (under the slab's lock): from the pool, else cut
+ * from the chunk (a new one when it is used up); NULL when out of memory. */
+static loopcore_slab_page *loopcore_slab_new_page(size_t bytes) {
+    loopcore_slab_page *page = loopcore_slab.pool;
+    char *start, *end;
+    if (page != NULL) {
+        loopcore_slab.pool = page->next;
+        loopcore_slab.pooled--;
+        loopcore_slab.recycled++;
+    } else {
+        if (loopcore_slab.chunk == NULL || loopcore_slab.next_page == LOOPCORE_SLAB_PAGES) {
+            char *chunk = loopcore_slab_chunk();
+            if (chunk == NULL) {
+                return NULL;
+            }
+            loopcore_slab.chunk = chunk;
+            loopcore_slab.next_page = 0;
+        }
+        page = &((loopcore_slab_page *)loopcore_slab.chunk)[loopcore_slab.next_page++];
+    }
+    uintptr_t chunk = (uintptr_t)page & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    size_t number = (size_t)(page - (loopcore_slab_page *)chunk);
+    start = (char *)chunk + number * LOOPCORE_SLAB_PAGE;
+    end = start + LOOPCORE_SLAB_PAGE;
+    if (number == 0) {
+        start += LOOPCORE_SLAB_HEADER; /* the first page also holds the bookkeeping */
+    }
+    page->base = start;
+    page->size = (uint32_t)bytes;
+    page->capacity = (uint32_t)((size_t)(end - start) / bytes);
+    page->free = NULL;
+    page->live = 0;
+    page->cut = 0;
+    page->prev = page->next = NULL;
+    page->listed = 0;
+    return page;
+}
+
+/* `size` bytes (16-byte aligned, contents undefined), or NULL. */
+static void *loopcore_slab_alloc(size_t size) {
+    if (size > LOOPCORE_SLAB_LARGEST) {
+        return PyMem_RawMalloc(size);
+    }
+    size_t index = loopcore_slab_class(size);
+    size_t bytes = (index + 1) * LOOPCORE_SLAB_GRAIN;
+    void *block;
+    loopcore_lock_acquire(&loopcore_slab.lock);
+    loopcore_slab_page *page = loopcore_slab.room[index];
+    if (page == NULL) {
+        page = loopcore_slab_new_page(bytes);
+        if (page == NULL) {
+            loopcore_lock_release(&loopcore_slab.lock);
+            return NULL;
+        }
+        loopcore_slab_list(page, index);
+    }
+    if (page->free != NULL) {
+        block = page->free;
+        page->free = page->free->next;
+        loopcore_slab.reused++;
+    } else {
+        block = page->base + (size_t)page->cut * bytes;
+        page->cut++;
+    }
+    page->live++;
+    if (page->free == NULL && page->cut == page->capacity) {
+        loopcore_slab_unlist(page, index); /* full */
+    }
+    loopcore_slab.blocks++;
+    loopcore_lock_release(&loopcore_slab.lock);
+    return block;
+}
+
+/* Give back a block of `size` bytes (its size when allocated); NULL is nothing. */
+static void loopcore_slab_release(void *block, size_t size) {
+    if (block == NULL) {
+        return;
+    }
+    if (size > LOOPCORE_SLAB_LARGEST) {
+        PyMem_RawFree(block);
+        return;
+    }
+    size_t index = loopcore_slab_class(size);
+    loopcore_slab_page *page = loopcore_slab_page_of(block);
+    loopcore_lock_acquire(&loopcore_slab.lock);
+    ((loopcore_slab_free *)block)->next = page->free;
+    page->free = (loopcore_slab_free *)block;
+    page->live--;
+    loopcore_slab.blocks--;
+    if (page->live == 0) {
+        /* Its blocks (and what they held) are forgotten: any class may take it. */
+        if (page->listed) {
+            loopcore_slab_unlist(page, index);
+        }
+        page->next = loopcore_slab.pool;
+        loopcore_slab.pool = page;
+        loopcore_slab.pooled++;
+    } else if (!page->listed) {
+        loopcore_slab_list(page, index);
+    }
+    loopcore_lock_release(&loopcore_slab.lock);
+}
+
+static void loopcore_slab_read(loopcore_slab_stats *stats) {
+    memset(stats, 0, sizeof(*stats));
+    loopcore_lock_acquire(&loopcore_slab.lock);
+    stats->chunks = loopcore_slab.chunks;
+    stats->mapped = loopcore_slab.mapped;
+    stats->taken = loopcore_slab.taken;
+    stats->blocks = loopcore_slab.blocks;
+    stats->reused = loopcore_slab.reused;
+    stats->pooled = loopcore_slab.pooled;
+    stats->recycled = loopcore_slab.recycled;
+#if LOOPCORE_SLAB_PREFAULT
+    stats->thread = loopcore_slab.thread_pid == getpid() && !loopcore_slab.refused;
+    stats->refused = loopcore_slab.refused;
+    /* The thread holds it only between two chunks: a short wait. */
+    pthread_mutex_lock(&loopcore_slab_hand);
+    stats->ready = loopcore_slab_ready_count;
+    stats->prefaulted = loopcore_slab_prefaulted;
+    stats->refused |= loopcore_slab_stopped;
+    stats->thread &= !loopcore_slab_stopped;
+    pthread_mutex_unlock(&loopcore_slab_hand);
+#else
+    stats->refused = 1;
+#endif
+    loopcore_lock_release(&loopcore_slab.lock);
+}
+
+#endif /* LOOPCORE_RING_SLAB_H */
