@@ -228,8 +228,11 @@ static void loopcore_slab_after_fork_child(void) {
     }
     loopcore_slab_ready_count = 0;
     loopcore_slab_stopped = 0;
-    pthread_mutex_init(&loopcore_slab_hand, NULL);
+    /* The forking thread took the hand-over in before_fork and is the child's
+     * only thread: it gives it back. The condition may still count the
+     * parent's thread as a waiter, which the child does not have. */
     pthread_cond_init(&loopcore_slab_wake, NULL);
+    pthread_mutex_unlock(&loopcore_slab_hand);
 }
 
 /* Start this process's thread once the slab is large enough (under the slab's lock). */
