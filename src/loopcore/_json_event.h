@@ -1,0 +1,240 @@
+/* Where are the fields of one loopcore event line, found without building it?
+ *
+ * The compiled reading loop (batch/_rows_c.pyx) hands each line here before
+ * decoding it: this header finds the span of JSON text of each event field
+ * (``type``, ``tool``, ``args``, ...) so that the loop makes only the few str
+ * values it must and hashes the rest from the text. It is narrower than JSON
+ * on purpose, and gives up (LC_EVENT_GIVE_UP) on any line it is not sure of,
+ * which the loop then decodes the usual way: a byte-order mark, a key with an
+ * escape or a non-ASCII byte, an unknown or repeated field, a value nested
+ * deeper than LC_EVENT_DEPTH, a line that does not end after its object.
+ *
+ * Spans are only found here, not checked: a string span ends at its first
+ * unescaped quote, a container's at its matching bracket, a scalar's before
+ * the next delimiter. Whoever reads a span checks it in full (the canonical
+ * reader of ``_json_canon.h``, or a decoder), and a span it refuses makes the
+ * whole line go the usual way.
+ */
+#ifndef LOOPCORE_JSON_EVENT_H
+#define LOOPCORE_JSON_EVENT_H
+
+#include <stddef.h>
+#include <string.h>
+
+#define LC_EVENT_OK 0
+#define LC_EVENT_GIVE_UP 1
+#define LC_EVENT_DEPTH 64
+
+/* The fields, in the order of formats._fast._Event. */
+enum {
+    LC_EV_TYPE,
+    LC_EV_TOOL,
+    LC_EV_ARGS,
+    LC_EV_RESULT,
+    LC_EV_ERROR,
+    LC_EV_CALL_ID,
+    LC_EV_SESSION,
+    LC_EV_RUN_ID,
+    LC_EV_TS,
+    LC_EV_COUNT
+};
+
+typedef struct {
+    const unsigned char *start[LC_EV_COUNT];
+    size_t size[LC_EV_COUNT];
+    unsigned int present; /* bit ``1 << field`` for each field the line has */
+} lc_event;
+
+static inline int lc_event_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Which field a key (its bytes between the quotes) names; -1: none. */
+static inline int lc_event_field(const unsigned char *key, size_t n)
+{
+#define LC_EVENT_IS(word) (n == sizeof(word) - 1 && memcmp(key, word, n) == 0)
+    switch (n) {
+    case 2:
+        return LC_EVENT_IS("ts") ? LC_EV_TS : -1;
+    case 4:
+        if (LC_EVENT_IS("type"))
+            return LC_EV_TYPE;
+        if (LC_EVENT_IS("tool"))
+            return LC_EV_TOOL;
+        return LC_EVENT_IS("args") ? LC_EV_ARGS : -1;
+    case 5:
+        return LC_EVENT_IS("error") ? LC_EV_ERROR : -1;
+    case 6:
+        if (LC_EVENT_IS("result"))
+            return LC_EV_RESULT;
+        return LC_EVENT_IS("run_id") ? LC_EV_RUN_ID : -1;
+    case 7:
+        return LC_EVENT_IS("session") ? LC_EV_SESSION : -1;
+    case 12:
+        return LC_EVENT_IS("tool_call_id") ? LC_EV_CALL_ID : -1;
+    default:
+        return -1;
+    }
+#undef LC_EVENT_IS
+}
+
+/* Just past the string whose opening quote is at ``p``; NULL when it does not close. */
+static inline const unsigned char *lc_event_skip_string(const unsigned char *p,
+                                                        const unsigned char *end)
+{
+    p++;
+    while (p < end) {
+        const unsigned char *stop;
+        size_t left = (size_t)(end - p);
+        const unsigned char *quote = (const unsigned char *)memchr(p, '"', left);
+        if (quote == NULL)
+            return NULL;
+        stop = (const unsigned char *)memchr(p, '\\', (size_t)(quote - p));
+        if (stop == NULL)
+            return quote + 1;
+        /* An escape before the quote: the byte after the backslash is skipped. */
+        p = stop + 2;
+    }
+    return NULL;
+}
+
+/* Just past the JSON value starting at ``p`` (not checked, see above); NULL: give up. */
+static const unsigned char *lc_event_skip(const unsigned char *p, const unsigned char *end)
+{
+    int depth = 0;
+    if (p >= end)
+        return NULL;
+    if (*p != '{' && *p != '[') {
+        if (*p == '"')
+            return lc_event_skip_string(p, end);
+        /* A number or a literal: up to the next delimiter. */
+        while (p < end && *p != ',' && *p != '}' && *p != ']' && !lc_event_ws(*p)) {
+            if (*p == '"' || *p == '{' || *p == '[' || *p == ':')
+                return NULL;
+            p++;
+        }
+        return p;
+    }
+    while (p < end) {
+        unsigned char c = *p;
+        if (c == '"') {
+            p = lc_event_skip_string(p, end);
+            if (p == NULL)
+                return NULL;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (++depth > LC_EVENT_DEPTH)
+                return NULL;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0)
+                return p + 1;
+        }
+        p++;
+    }
+    return NULL;
+}
+
+/* Find the fields of the event object that is the whole line ``line[0:n]``
+ * (white space around it allowed); LC_EVENT_GIVE_UP: read it the usual way. */
+static int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
+{
+    const unsigned char *p = line;
+    const unsigned char *end = line + n;
+    ev->present = 0;
+    while (p < end && lc_event_ws(*p))
+        p++;
+    if (p >= end || *p != '{')
+        return LC_EVENT_GIVE_UP;
+    p++;
+    for (;;) {
+        const unsigned char *key, *value;
+        int field;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end || *p != '"')
+            return LC_EVENT_GIVE_UP; /* an empty object, a trailing comma, ... */
+        key = ++p;
+        while (p < end && *p != '"') {
+            if (*p == '\\' || *p < 0x20 || *p >= 0x80)
+                return LC_EVENT_GIVE_UP;
+            p++;
+        }
+        if (p >= end)
+            return LC_EVENT_GIVE_UP;
+        field = lc_event_field(key, (size_t)(p - key));
+        if (field < 0 || (ev->present & (1u << field)))
+            return LC_EVENT_GIVE_UP; /* unknown, or repeated (the last would win) */
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end || *p != ':')
+            return LC_EVENT_GIVE_UP;
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        value = p;
+        p = lc_event_skip(p, end);
+        if (p == NULL || p == value)
+            return LC_EVENT_GIVE_UP;
+        ev->start[field] = value;
+        ev->size[field] = (size_t)(p - value);
+        ev->present |= 1u << field;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end)
+            return LC_EVENT_GIVE_UP;
+        if (*p == '}') {
+            p++;
+            break;
+        }
+        if (*p != ',')
+            return LC_EVENT_GIVE_UP;
+        p++;
+    }
+    while (p < end && lc_event_ws(*p))
+        p++;
+    return p == end ? LC_EVENT_OK : LC_EVENT_GIVE_UP;
+}
+
+/* Is the span ``text[0:n]`` exactly the JSON text ``word``? */
+static inline int lc_event_is(const unsigned char *text, size_t n, const char *word)
+{
+    size_t size = strlen(word);
+    return n == size && memcmp(text, word, size) == 0;
+}
+
+/* Is the span a JSON number of the plain form (no exponent, an int part of at most
+ * 18 digits, a fraction of at most 30): one that both decoders read alike. */
+static inline int lc_event_plain_number(const unsigned char *p, size_t n)
+{
+    const unsigned char *end = p + n;
+    size_t digits = 0;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        return 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+            if (++digits > 18)
+                return 0;
+        }
+    }
+    if (p < end && *p == '.') {
+        p++;
+        digits = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+            digits++;
+        }
+        if (digits == 0 || digits > 30)
+            return 0;
+    }
+    return p == end;
+}
+
+#endif /* LOOPCORE_JSON_EVENT_H */
