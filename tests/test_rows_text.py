@@ -63,8 +63,38 @@ _VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
     max_leaves=8,
 )
+_OUTPUT = _TEXT | st.sampled_from(
+    ["  out  ", "\x1cout\x1f", "\u00a0out", "out\u2003", "\t\n", " ", "x\u00e9", "\u00e9x"]
+)
+#: Exec results of the shapes the exec rule reads, the common one among them.
+_EXEC_RESULT = st.fixed_dictionaries(
+    {
+        "details": st.fixed_dictionaries(
+            {
+                "status": st.sampled_from(["completed"] * 3 + ["failed", "running", "blocked"]),
+                "exitCode": st.sampled_from([0] * 6 + [1, -1, None, 0.0, False, "0"]),
+                "aggregated": _OUTPUT,
+            },
+            optional={
+                "timedOut": st.sampled_from([True, False, None, 1]),
+                "durationMs": st.integers(0, 9000),
+                "pid": st.integers(0, 2**70),
+                "deniedReason": st.just("tool-loop"),
+                "tail": _TEXT,
+            },
+        )
+    },
+    optional={
+        "content": st.lists(
+            st.fixed_dictionaries({"type": st.just("text"), "text": _OUTPUT}), max_size=2
+        )
+        | _VALUES,
+        "status": st.just("completed"),
+    },
+)
 _RESULT = (
     _TEXT
+    | _EXEC_RESULT
     | st.fixed_dictionaries(
         {},
         optional={
@@ -119,6 +149,13 @@ _GAPS = st.sampled_from(["", " ", "  ", "\t", "\r\n ", "\n"])
 def _line(draw: st.DrawFn) -> bytes:
     """One event line, its fields in a drawn order, with drawn gaps and escapes."""
     fields = draw(_COMMON if draw(st.integers(0, 3)) else _FIELDS)
+    pair = draw(st.integers(0, 5))
+    if pair < 2:  # the pairs the text path hashes, most of the time
+        fields["tool"] = "exec"
+        fields["result"] = draw(_EXEC_RESULT)
+    elif pair < 4:
+        fields["tool"] = draw(st.sampled_from(["read", "edit", "caf\u00e9"]))
+        fields["result"] = draw(_TEXT)
     names = draw(st.permutations(list(fields)))
     ascii_only = draw(st.booleans())
     gap = draw(_GAPS)
@@ -148,6 +185,12 @@ def _line(draw: st.DrawFn) -> bytes:
         line = line.replace(b'"s1"', b'"s\x011"')
     elif flaw == 7:
         line = line.replace(b'"read"', b'"re\xc3"')
+    elif flaw == 8:
+        line = line.replace(b'"status"', b'"status": "failed", "status"', 1)
+    elif flaw == 9:
+        line = line.replace(b'"status"', b'"st\\u0061tus"', 1)
+    elif flaw == 10:
+        line = line.replace(b'"exitCode": 0', b'"exitCode": 0 ', 1)
     return line
 
 
@@ -189,15 +232,17 @@ def test_lines_read_from_their_text_make_the_decoded_rows(
     assert _read(lines, "text", monkeypatch) == reference
 
 
-def _rows_read(lines: list[bytes]) -> tuple[int, list[int]]:
-    """How many lines the text path made rows of, and the lines it left to the reference."""
+def _rows_read(lines: list[bytes]) -> tuple[int, list[int], int]:
+    """How many lines the text path made rows of, the lines it left to the reference, and
+    how many results it hashed from their text."""
     with use_twin("cython"):
         builder = CallTableBuilder()
     slow: list[int] = []
     _fast.read_fast(
         iter(enumerate(lines, 1)), lambda: None, builder, array("q"), lambda n, _: slow.append(n)
     )
-    return builder._rows.lines_read, slow  # type: ignore[attr-defined]
+    rows: Any = builder._rows
+    return rows.lines_read, slow, rows.results_read
 
 
 def test_common_lines_are_read_from_their_text() -> None:
@@ -209,7 +254,16 @@ def test_common_lines_are_read_from_their_text() -> None:
         {"type": "call", "tool": "read", "args": [], "error": None, "ts": "2024"},
     ]
     lines = [json.dumps(e).encode() for e in common]
-    assert _rows_read(lines) == (len(lines), [])
+    assert _rows_read(lines) == (len(lines), [], 1)  # the read's result (edit's is wrapped)
+    done = {"status": "completed", "exitCode": 0, "aggregated": " out\n", "pid": 7}
+    execs = [
+        {"tool": "exec", "args": {}, "result": {"content": [], "details": done}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "timedOut": True}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "status": "failed"}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "exitCode": 1}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "aggregated": " "}}},
+    ]
+    assert _rows_read([json.dumps(e).encode() for e in execs]) == (5, [], 3)
 
 
 @pytest.mark.parametrize(

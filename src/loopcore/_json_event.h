@@ -3,7 +3,9 @@
  * The compiled reading loop (batch/_rows_c.pyx) hands each line here before
  * decoding it: this header finds the span of JSON text of each event field
  * (``type``, ``tool``, ``args``, ...) so that the loop makes only the few str
- * values it must and hashes the rest from the text. It is narrower than JSON
+ * values it must and hashes the rest from the text; the members of an object
+ * inside it (an exec result's ``details``) are found the same way. It is
+ * narrower than JSON
  * on purpose, and gives up (LC_EVENT_GIVE_UP) on any line it is not sure of,
  * which the loop then decodes the usual way: a byte-order mark, a key with an
  * escape or a non-ASCII byte, an unknown or repeated field, a value nested
@@ -136,13 +138,30 @@ static const unsigned char *lc_event_skip(const unsigned char *p, const unsigned
     return NULL;
 }
 
-/* Find the fields of the event object that is the whole line ``line[0:n]``
- * (white space around it allowed); LC_EVENT_GIVE_UP: read it the usual way. */
-static int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
+/* Which of ``count`` names a key (its bytes between the quotes) is; -1: none. */
+static inline int lc_event_name(const unsigned char *key, size_t n, const char *const *names,
+                                int count)
 {
-    const unsigned char *p = line;
-    const unsigned char *end = line + n;
-    ev->present = 0;
+    int i;
+    for (i = 0; i < count; i++)
+        if (strlen(names[i]) == n && memcmp(key, names[i], n) == 0)
+            return i;
+    return -1;
+}
+
+/* Find the members of the JSON object that is the whole of ``text[0:n]`` (white
+ * space around it allowed): member ``i`` is the one whose key is ``names[i]``,
+ * or with ``names`` NULL an event field (``lc_event_field``); ``others``: may
+ * a key name none of them (it is skipped), or does it give up? A key is
+ * compared as written (one with an escape gives up), and one repeated gives up
+ * (the last would win). LC_EVENT_GIVE_UP: read the text the usual way. */
+static int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
+                           int count, int others, const unsigned char **start, size_t *size,
+                           unsigned int *present)
+{
+    const unsigned char *p = text;
+    const unsigned char *end = text + n;
+    *present = 0;
     while (p < end && lc_event_ws(*p))
         p++;
     if (p >= end || *p != '{')
@@ -163,9 +182,10 @@ static int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
         }
         if (p >= end)
             return LC_EVENT_GIVE_UP;
-        field = lc_event_field(key, (size_t)(p - key));
-        if (field < 0 || (ev->present & (1u << field)))
-            return LC_EVENT_GIVE_UP; /* unknown, or repeated (the last would win) */
+        field = names == NULL ? lc_event_field(key, (size_t)(p - key))
+                              : lc_event_name(key, (size_t)(p - key), names, count);
+        if ((field < 0 && !others) || (field >= 0 && (*present & (1u << field))))
+            return LC_EVENT_GIVE_UP; /* unknown, or repeated */
         p++;
         while (p < end && lc_event_ws(*p))
             p++;
@@ -178,9 +198,11 @@ static int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
         p = lc_event_skip(p, end);
         if (p == NULL || p == value)
             return LC_EVENT_GIVE_UP;
-        ev->start[field] = value;
-        ev->size[field] = (size_t)(p - value);
-        ev->present |= 1u << field;
+        if (field >= 0) {
+            start[field] = value;
+            size[field] = (size_t)(p - value);
+            *present |= 1u << field;
+        }
         while (p < end && lc_event_ws(*p))
             p++;
         if (p >= end)
@@ -196,6 +218,13 @@ static int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
     while (p < end && lc_event_ws(*p))
         p++;
     return p == end ? LC_EVENT_OK : LC_EVENT_GIVE_UP;
+}
+
+/* Find the fields of the event object that is the whole line ``line[0:n]``
+ * (white space around it allowed); LC_EVENT_GIVE_UP: read it the usual way. */
+static inline int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
+{
+    return lc_event_object(line, n, NULL, LC_EV_COUNT, 0, ev->start, ev->size, &ev->present);
 }
 
 /* Is the span ``text[0:n]`` exactly the JSON text ``word``? */

@@ -22,7 +22,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memmove
 
 from .._outcome_c cimport row_call_hash, row_outcome
 from ..formats._lines_c cimport Lines
@@ -62,6 +62,7 @@ cdef extern from "_json_canon.h":
     ) noexcept
 
 include "_rows_line.pxi"
+include "_rows_exec.pxi"
 
 # The fields of an event (formats._fast._Event), in the order they are read.
 cdef tuple EVENT_FIELDS = (
@@ -208,15 +209,17 @@ cdef class Rows:
     cdef object last_session
     cdef object last_run
     cdef object last_scope
-    # For ``read_line``: tool names by their JSON text, with whether a plain str
-    # result of theirs is hashed from its text; each field's last JSON text and value.
+    # For ``read_line``: tool names by their JSON text, with which of their results
+    # are hashed from their text (``BY_TEXT_*``); each field's last JSON text and value.
     cdef list tool_texts
     cdef list tool_values
-    cdef list tool_plain
+    cdef list tool_rules
     cdef list field_texts
     cdef list field_values
-    # How many lines ``read_line`` made rows of (the tests read it).
+    # How many lines ``read_line`` made rows of, and of how many it hashed the result
+    # from its text (the tests read them).
     cdef readonly long long lines_read
+    cdef readonly long long results_read
 
     def __init__(self, builder):
         # The builder never rebinds these (it grows them in place): they are held here.
@@ -232,7 +235,7 @@ cdef class Rows:
         self.send_tools = builder._send_tools
         self.tool_texts = []
         self.tool_values = []
-        self.tool_plain = []
+        self.tool_rules = []
         self.field_texts = [None] * LC_EV_COUNT
         self.field_values = [None] * LC_EV_COUNT
 

@@ -29,6 +29,8 @@ cdef extern from "_json_canon.h":
     void lc_canon_free(lc_canon_buf *b) noexcept
     unsigned char *lc_canon_room(lc_canon_buf *b, size_t n) noexcept
     int lc_canon_string(lc_canon_reader *r) noexcept
+    int lc_canon_json(lc_canon_buf *out, const unsigned char *text, size_t size,
+                      int untitled) noexcept
     uint64_t loopcore_xxh3_64(const void *data, size_t size) noexcept
 
 cdef extern from "_json_event.h":
@@ -41,6 +43,9 @@ cdef extern from "_json_event.h":
         size_t size[9]
         unsigned int present
     int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev) noexcept
+    int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
+                        int count, int others, const unsigned char **start, size_t *size,
+                        unsigned int *present) noexcept
     int lc_event_is(const unsigned char *text, size_t n, const char *word) noexcept
     int lc_event_plain_number(const unsigned char *p, size_t n) noexcept
 
@@ -56,6 +61,11 @@ cdef object NOT_SURE = object()
 cdef size_t STR_HEAD = 9
 # Tool names kept by their JSON text: a trace has few tools.
 cdef Py_ssize_t TOOL_CACHE = 16
+# Which results of a tool are hashed from their text: none, a str one of a tool
+# with no special rule (hashed whole), exec's common one (_rows_exec.pxi). A send
+# tool's or one with a host normaliser never are.
+cdef enum:
+    BY_TEXT_NONE, BY_TEXT_PLAIN, BY_TEXT_EXEC
 
 
 cdef inline bint has_field(lc_event *ev, int field) noexcept:

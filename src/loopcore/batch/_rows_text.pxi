@@ -3,28 +3,32 @@
 # Included at the end of _rows_c.pyx (its helpers are in _rows_line.pxi): the
 # reading loop tries ``read_line`` on each line before decoding it.
 
-cdef object line_tool(Rows rows, lc_event *ev, bint *plain):
-    """The tool name of a line (a str), or NOT_SURE; ``plain``: may a str result
-    of it be hashed from its text (no special rule, not a send tool, no normaliser)?"""
+cdef object line_tool(Rows rows, lc_event *ev, int *rule):
+    """The tool name of a line (a str), or NOT_SURE; ``rule``: which of its results
+    may be hashed from their text (``BY_TEXT_*``)."""
     cdef const unsigned char *text = ev.start[LC_EV_TOOL]
     cdef size_t n = ev.size[LC_EV_TOOL]
     cdef Py_ssize_t i
     for i in range(len(rows.tool_texts)):
         if same_text(<bytes>rows.tool_texts[i], text, n):
-            plain[0] = rows.tool_plain[i] is True
+            rule[0] = <int>rows.tool_rules[i]
             return rows.tool_values[i]
     tool = text_value(text, n)
     if tool is NOT_SURE:
         return tool
-    plain[0] = not (
-        tool in SPECIAL
-        or (rows.send_tools and tool in rows.send_tools)
+    rule[0] = BY_TEXT_NONE
+    if not (
+        (rows.send_tools and tool in rows.send_tools)
         or (rows.normalizers and tool in rows.normalizers)
-    )
+    ):
+        if tool not in SPECIAL:
+            rule[0] = BY_TEXT_PLAIN
+        elif tool == "exec":
+            rule[0] = BY_TEXT_EXEC
     if len(rows.tool_texts) < TOOL_CACHE:
         rows.tool_texts.append(span(ev, LC_EV_TOOL))
         rows.tool_values.append(tool)
-        rows.tool_plain.append(plain[0])
+        rows.tool_rules.append(rule[0])
     return tool
 
 
@@ -51,7 +55,7 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     cdef uint64_t known_hash = 0
     cdef int hashed
     cdef int outcome_known = 0
-    cdef bint plain = False
+    cdef int rule = BY_TEXT_NONE
     cdef const unsigned char *text
     cdef size_t n
     if lc_event_scan(
@@ -81,7 +85,7 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
         n = ev.size[LC_EV_CALL_ID]
         if not (lc_event_is(text, n, b"null") or is_string(text, n)):
             return 0
-    tool = line_tool(rows, &ev, &plain)
+    tool = line_tool(rows, &ev, &rule)
     session = line_text(rows, &ev, LC_EV_SESSION)
     run_id = line_text(rows, &ev, LC_EV_RUN_ID)
     if tool is NOT_SURE or session is NOT_SURE or run_id is NOT_SURE:
@@ -99,7 +103,10 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     if has_field(&ev, LC_EV_RESULT):
         text = ev.start[LC_EV_RESULT]
         n = ev.size[LC_EV_RESULT]
-        if plain and text[0] == c'"' and text_hash(text, n, &known_hash):
+        if (
+            (rule == BY_TEXT_PLAIN and text[0] == c'"' and text_hash(text, n, &known_hash))
+            or (rule == BY_TEXT_EXEC and exec_hash(text, n, &known_hash))
+        ):
             outcome_known = 1
             result = None
         else:
@@ -116,4 +123,5 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     except READ_ERRORS:
         return 0
     rows.lines_read += 1
+    rows.results_read += outcome_known
     return 1
