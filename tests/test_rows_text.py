@@ -277,6 +277,10 @@ def test_common_lines_are_read_from_their_text() -> None:
         b'{"tool": "read", "args": {}, "tool": "read"}',
         b'{"tool": "read", "args": {"x": NaN}}',
         b'{"tool": "read", "args": {}, "result": "\\ud800"}',
+        b'{"tool": "read", "args": {"x": 1e5}}',
+        b'{"tool": "read", "args": {"x": [1, 2,]}}',
+        b'{"tool": "exec", "args": {}, "result": {"details": {"pid": "\xff"}}}',
+        b'{"tool": "exec", "args": {}, "result": {"content": [{"text": "\x01"}]}}',
     ],
 )
 def test_lines_it_is_not_sure_of_are_decoded(line: bytes) -> None:

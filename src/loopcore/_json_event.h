@@ -11,17 +11,21 @@
  * escape or a non-ASCII byte, an unknown or repeated field, a value nested
  * deeper than LC_EVENT_DEPTH, a line that does not end after its object.
  *
- * Spans are only found here, not checked: a string span ends at its first
- * unescaped quote, a container's at its matching bracket, a scalar's before
- * the next delimiter. Whoever reads a span checks it in full (the canonical
- * reader of ``_json_canon.h``, or a decoder), and a span it refuses makes the
- * whole line go the usual way.
+ * The line's values are checked as they are found (``lc_event_value``): valid
+ * UTF-8, well-formed escapes, plain numbers, the three literals; whatever else
+ * JSON allows (exponents, huge numbers, lone surrogate escapes) gives up, so a
+ * line taken here is one both decoders read, to the same values. The members
+ * of a span already checked are found without checking them again
+ * (``lc_event_skip``: a string ends at its first unescaped quote, a container
+ * at its matching bracket).
  */
 #ifndef LOOPCORE_JSON_EVENT_H
 #define LOOPCORE_JSON_EVENT_H
 
 #include <stddef.h>
 #include <string.h>
+
+#include "_json_canon.h"
 
 #define LC_EVENT_OK 0
 #define LC_EVENT_GIVE_UP 1
@@ -138,6 +142,142 @@ static const unsigned char *lc_event_skip(const unsigned char *p, const unsigned
     return NULL;
 }
 
+/* Just past the JSON string whose opening quote is at ``p``, checked as the
+ * canonical reader checks one (valid UTF-8 without surrogates, no control
+ * character, well-formed escapes, no lone surrogate escape); NULL otherwise. */
+static const unsigned char *lc_event_string(const unsigned char *p, const unsigned char *end)
+{
+    p++;
+    for (;;) {
+        unsigned char c;
+#if defined(__SSE2__)
+        {
+            const __m128i quote = _mm_set1_epi8('"');
+            const __m128i slash = _mm_set1_epi8('\\');
+            const __m128i space = _mm_set1_epi8(0x20);
+            while (end - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                __m128i stop = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                    _mm_cmplt_epi8(v, space));
+                int bits = _mm_movemask_epi8(stop);
+                if (bits == 0) {
+                    p += 16;
+                    continue;
+                }
+                p += __builtin_ctz((unsigned int)bits);
+                break;
+            }
+        }
+#endif
+        while (p < end && lc_canon_plain(*p))
+            p++;
+        if (p >= end)
+            return NULL;
+        c = *p;
+        if (c == '"')
+            return p + 1;
+        if (c < 0x20)
+            return NULL;
+        if (c >= 0x80) {
+            int n = lc_canon_utf8(p, end);
+            if (n == 0)
+                return NULL;
+            p += n;
+            continue;
+        }
+        if (end - p < 2)
+            return NULL;
+        c = p[1];
+        p += 2;
+        if (c == 'u') {
+            unsigned int code, low;
+            if (end - p < 4 || lc_canon_hex4(p, &code) != LC_CANON_OK)
+                return NULL;
+            p += 4;
+            if (code >= 0xDC00 && code <= 0xDFFF)
+                return NULL;
+            if (code >= 0xD800 && code <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u'
+                    || lc_canon_hex4(p + 2, &low) != LC_CANON_OK || low < 0xDC00 || low > 0xDFFF)
+                    return NULL;
+                p += 6;
+            }
+            continue;
+        }
+        if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r'
+            && c != 't')
+            return NULL;
+    }
+}
+
+static inline int lc_event_plain_number(const unsigned char *p, size_t n);
+
+/* Just past the JSON value starting at ``p``, checked: strings as above, numbers of
+ * the plain form (``lc_event_plain_number``), the three literals, containers no
+ * deeper than LC_EVENT_DEPTH; NULL for anything else. Both decoders read such a
+ * text, to the same values. */
+static const unsigned char *lc_event_value(const unsigned char *p, const unsigned char *end,
+                                           int depth)
+{
+    unsigned char c, close;
+    if (p >= end)
+        return NULL;
+    c = *p;
+    if (c == '"')
+        return lc_event_string(p, end);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        const unsigned char *start = p;
+        while (p < end && (*p == '-' || *p == '.' || (*p >= '0' && *p <= '9')))
+            p++;
+        return lc_event_plain_number(start, (size_t)(p - start)) ? p : NULL;
+    }
+    if (c == 't')
+        return (end - p >= 4 && memcmp(p, "true", 4) == 0) ? p + 4 : NULL;
+    if (c == 'f')
+        return (end - p >= 5 && memcmp(p, "false", 5) == 0) ? p + 5 : NULL;
+    if (c == 'n')
+        return (end - p >= 4 && memcmp(p, "null", 4) == 0) ? p + 4 : NULL;
+    if ((c != '{' && c != '[') || depth >= LC_EVENT_DEPTH)
+        return NULL;
+    close = c == '{' ? '}' : ']';
+    p++;
+    while (p < end && lc_event_ws(*p))
+        p++;
+    if (p < end && *p == close)
+        return p + 1;
+    for (;;) {
+        if (close == '}') {
+            if (p >= end || *p != '"')
+                return NULL;
+            p = lc_event_string(p, end);
+            if (p == NULL)
+                return NULL;
+            while (p < end && lc_event_ws(*p))
+                p++;
+            if (p >= end || *p != ':')
+                return NULL;
+            p++;
+            while (p < end && lc_event_ws(*p))
+                p++;
+        }
+        p = lc_event_value(p, end, depth + 1);
+        if (p == NULL)
+            return NULL;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end)
+            return NULL;
+        if (*p == close)
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+    }
+}
+
 /* Which of ``count`` names a key (its bytes between the quotes) is; -1: none. */
 static inline int lc_event_name(const unsigned char *key, size_t n, const char *const *names,
                                 int count)
@@ -156,8 +296,8 @@ static inline int lc_event_name(const unsigned char *key, size_t n, const char *
  * compared as written (one with an escape gives up), and one repeated gives up
  * (the last would win). LC_EVENT_GIVE_UP: read the text the usual way. */
 static int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
-                           int count, int others, const unsigned char **start, size_t *size,
-                           unsigned int *present)
+                           int count, int others, int check, const unsigned char **start,
+                           size_t *size, unsigned int *present)
 {
     const unsigned char *p = text;
     const unsigned char *end = text + n;
@@ -195,7 +335,7 @@ static int lc_event_object(const unsigned char *text, size_t n, const char *cons
         while (p < end && lc_event_ws(*p))
             p++;
         value = p;
-        p = lc_event_skip(p, end);
+        p = check ? lc_event_value(p, end, 1) : lc_event_skip(p, end);
         if (p == NULL || p == value)
             return LC_EVENT_GIVE_UP;
         if (field >= 0) {
@@ -224,7 +364,7 @@ static int lc_event_object(const unsigned char *text, size_t n, const char *cons
  * (white space around it allowed); LC_EVENT_GIVE_UP: read it the usual way. */
 static inline int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
 {
-    return lc_event_object(line, n, NULL, LC_EV_COUNT, 0, ev->start, ev->size, &ev->present);
+    return lc_event_object(line, n, NULL, LC_EV_COUNT, 0, 1, ev->start, ev->size, &ev->present);
 }
 
 /* Is the span ``text[0:n]`` exactly the JSON text ``word``? */

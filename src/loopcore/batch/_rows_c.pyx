@@ -316,23 +316,32 @@ cdef class Rows:
         if not hashed:
             args_hash = row_call_hash(tool_name, args)
         if outcome_known:
-            result_hash, unknown, kind, identity, no_progress = known_hash, None, 0, None, False
+            # A plain result: its hash, no unknown tool, no kind, no identity.
+            row_hashes[0] = self.name_of(tool_name)
+            row_hashes[2] = known_hash
+            row_hashes[3] = 0
+            row_hashes[4] = 0
+            row_flags[0] = 1
+            row_flags[1] = 0
+            row_flags[4] = 0
+            row_flags[5] = 0
+            row_flags[6] = 0
         else:
             result_hash, unknown, kind, identity, no_progress = row_outcome(
                 tool_name, args, result, error, self.normalizers, self.send_tools
             )
-        row_hashes[0] = self.name_of(tool_name)
+            row_hashes[0] = self.name_of(tool_name)
+            row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
+            row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
+            row_hashes[4] = 0 if identity is None else <uint64_t>identity
+            row_flags[0] = result_hash is not None
+            row_flags[1] = unknown is not None
+            row_flags[4] = kind == KIND_VETO
+            row_flags[5] = kind == KIND_TERMINAL
+            row_flags[6] = bool(no_progress)
         row_hashes[1] = args_hash
-        row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
-        row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
-        row_hashes[4] = 0 if identity is None else <uint64_t>identity
-        row_flags[0] = result_hash is not None
-        row_flags[1] = unknown is not None
         row_flags[2] = known_poll(tool_name, args)
         row_flags[3] = bool(self.pending) and scope in self.pending
-        row_flags[4] = kind == KIND_VETO
-        row_flags[5] = kind == KIND_TERMINAL
-        row_flags[6] = bool(no_progress)
         row_flags[7] = 0
         # Everything that could fail has run: the three columns grow together.
         if row_flags[3]:

@@ -29,8 +29,6 @@ cdef extern from "_json_canon.h":
     void lc_canon_free(lc_canon_buf *b) noexcept
     unsigned char *lc_canon_room(lc_canon_buf *b, size_t n) noexcept
     int lc_canon_string(lc_canon_reader *r) noexcept
-    int lc_canon_json(lc_canon_buf *out, const unsigned char *text, size_t size,
-                      int untitled) noexcept
     uint64_t loopcore_xxh3_64(const void *data, size_t size) noexcept
 
 cdef extern from "_json_event.h":
@@ -44,8 +42,8 @@ cdef extern from "_json_event.h":
         unsigned int present
     int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev) noexcept
     int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
-                        int count, int others, const unsigned char **start, size_t *size,
-                        unsigned int *present) noexcept
+                        int count, int others, int check, const unsigned char **start,
+                        size_t *size, unsigned int *present) noexcept
     int lc_event_is(const unsigned char *text, size_t n, const char *word) noexcept
     int lc_event_plain_number(const unsigned char *p, size_t n) noexcept
 
