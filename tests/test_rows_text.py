@@ -286,3 +286,27 @@ def test_common_lines_are_read_from_their_text() -> None:
 def test_lines_it_is_not_sure_of_are_decoded(line: bytes) -> None:
     # Read the msgspec way (whose rows the test above holds equal), or the reference way.
     assert _rows_read([line])[0] == 0
+
+
+def _host_rows(lines: list[bytes], by_text: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as patched:
+        patched.setattr(_fast, "BY_TEXT", by_text)
+        with use_twin("cython"):
+            builder = CallTableBuilder(
+                normalizers={"edit": lambda args, result: len(str(result)), "exec": repr},
+                send_tools=["read"],
+            )
+            _fast.read_fast(
+                iter(enumerate(lines, 1)), lambda: None, builder, array("q"), lambda *_: None
+            )
+        table = builder.build()
+    return table.hashes.tobytes(), table.flags.tobytes(), sorted(table.names.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_line(), min_size=1, max_size=12))
+def test_a_hosts_send_tools_and_normalisers_are_honoured(
+    monkeypatch: pytest.MonkeyPatch, lines: list[bytes]
+) -> None:
+    # Their results are never hashed from the text: the rules the host asked for run.
+    assert _host_rows(lines, True, monkeypatch) == _host_rows(lines, False, monkeypatch)
