@@ -198,20 +198,3 @@ def test_load_checks_jobs_and_extend_checks_its_part(tmp_path: Path) -> None:
     first, second = builder.build(), again.build()
     assert first.hashes.tobytes() == second.hashes.tobytes()
     assert first.scopes == second.scopes
-
-
-@pytest.mark.parametrize(
-    ("sizes", "jobs", "share"),
-    [
-        ([5] * 8, 2, 4),  # half of the pieces each
-        ([5] * 8, 4, 2),
-        ([5] * 3, 2, 1),
-        ([9], 2, 0),  # one piece: a worker reads it, the parent merges
-        ([1, 1], 8, 1),
-        ([100, 1, 1], 2, 1),  # at least one, never all
-        ([1, 1, 100], 2, 2),
-    ],
-)
-def test_the_parent_reads_its_share_of_the_pieces(sizes: list[int], jobs: int, share: int) -> None:
-    tasks = [_parallel.Task(0, "t.jsonl", None, 10, False, size=size) for size in sizes]
-    assert _parallel._own_share(tasks, jobs) == share

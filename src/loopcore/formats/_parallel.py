@@ -1,9 +1,8 @@
-"""How is a replay's input read on several cores? Pieces read by N processes, merged in order.
+"""How is a replay's input read on several cores? Pieces read by worker processes, merged in order.
 
 ``load(..., jobs=N)`` cuts the input into pieces: each file, and a large plain
 loopcore JSONL file into ranges of whole lines (a loopcore line is one event,
-read alone). The parent reads the first of the pieces (about its ``1 / N`` of
-them) and ``N - 1`` worker processes the rest (``read_piece``); the parent
+read alone). Worker processes read the pieces (``read_piece``); the parent
 appends each piece's rows to one builder in input order
 (``CallTableBuilder.extend``: scopes numbered by first appearance, a
 compaction pending at the end of one piece arming the next piece's call), and
@@ -275,46 +274,18 @@ def _context() -> Any:
     return multiprocessing.get_context()
 
 
-def _own_share(remote: list[Task], jobs: int) -> int:
-    """How many of the leading regular-file pieces the parent reads itself: about its
-    ``1 / jobs`` of their bytes (none when there is one piece, which a worker reads)."""
-    if len(remote) < 2:
-        return 0
-    total = sum(task.size for task in remote)
-    share = 0
-    done = 0
-    while share < len(remote) - 1 and done + remote[share].size / 2 < total / jobs:
-        done += remote[share].size
-        share += 1
-    return max(share, 1)
-
-
 def pieces(tasks: list[Task], jobs: int) -> Iterator[tuple[Task, Piece]]:
-    """Every task with its piece, in order: regular files read by ``jobs`` processes, the
-    parent among them, the others in the parent when their turn comes.
-
-    The parent reads the first pieces itself while ``jobs - 1`` workers read the
-    rest: one process fewer to start (forking one costs milliseconds, a large
-    share of a small input's replay), and no core left idle while the parent
-    would wait for the first piece.
-    """
+    """Every task with its piece, in order: regular files read by ``jobs`` workers, the
+    others in the parent when their turn comes."""
     from concurrent.futures import ProcessPoolExecutor
 
     remote = [task for task in tasks if not task.local]
-    own = _own_share(remote, jobs)
-    parent = {id(task) for task in remote[:own]}
-    others = remote[own:]
-    pool = None
-    if others:
-        pool = ProcessPoolExecutor(max_workers=min(jobs - 1, len(others)), mp_context=_context())
-    try:
-        results = pool.map(read_piece, others) if pool is not None else iter(())
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(remote) or 1), mp_context=_context()
+    ) as pool:
+        results = pool.map(read_piece, remote)
         for task in tasks:
-            local = task.local or id(task) in parent
-            yield task, read_piece(task) if local else next(results)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            yield task, read_piece(task) if task.local else next(results)
 
 
 class Merge:
