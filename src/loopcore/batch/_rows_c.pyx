@@ -8,17 +8,21 @@ scope and name look-ups are read in C, and the row goes into the ``array``
 columns without a tuple. The msgspec reading loop runs here too, so a common
 line costs its decode, a few field reads and the hashing. Most tools' args are
 only hashed: they stay JSON text (``formats._fast._RawEvent``) and are hashed
-from it in C (``_json_canon.h``), never built. Whatever C does not
+from it in C (``_json_canon.h``), never built. Before any of that, the loop
+tries to read the line from its JSON text alone (``_rows_text.pxi``): the
+fields found in C, the few str a row needs made, a plain str result hashed
+from its text too; a line it is not sure of is decoded. Whatever C does not
 read in full (a ``str`` subclass for a name, a hostile mapping, an outcome the
 compiled twin is unsure of) runs the same Python code the reference does.
 """
 
 from cpython cimport array
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t
-from libc.string cimport memcmp
+from libc.string cimport memchr, memcmp, memcpy, memmove
 
 from .._outcome_c cimport row_call_hash, row_outcome
 from ..formats._lines_c cimport Lines
@@ -57,6 +61,9 @@ cdef extern from "_json_canon.h":
         uint64_t *hash,
     ) noexcept
 
+include "_rows_line.pxi"
+include "_rows_exec.pxi"
+
 # The fields of an event (formats._fast._Event), in the order they are read.
 cdef tuple EVENT_FIELDS = (
     "type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"
@@ -78,17 +85,30 @@ cdef inline bint named(const char *name, Py_ssize_t size, const char *word,
 
 cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found) except -1:
     """``hash_call(tool, json.loads(raw))`` from the JSON text; 1 when hashed, 0:
-    decode it instead.
+    decode it instead (see ``text_call_hash``)."""
+    cdef Py_buffer view
+    cdef int status
+    PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
+    try:
+        status = text_call_hash(
+            tool, <const unsigned char *>view.buf, <size_t>view.len, normalizers, found
+        )
+    finally:
+        PyBuffer_Release(&view)
+    return status
+
+
+cdef int text_call_hash(str tool, const unsigned char *args, size_t size, object normalizers,
+                        uint64_t *found) except -1:
+    """``hash_call(tool, json.loads(args[0:size]))``; 1 when hashed, 0: decode them instead.
 
     Also 0 for a tool whose rules read its args: ``hash_call`` reduces
     update_plan's, ``is_known_poll`` and the process rule read a process call's
     ``action``, ``is_send`` a message's, a host's normaliser gets them. Exec's
     ``title`` is left out of the hash by the C reader giving up on it.
     """
-    cdef Py_buffer view
     cdef Py_ssize_t name_size
     cdef const char *name
-    cdef int status
     try:
         name = PyUnicode_AsUTF8AndSize(tool, &name_size)
     except UnicodeEncodeError:
@@ -100,14 +120,11 @@ cdef int raw_call_hash(str tool, object raw, object normalizers, uint64_t *found
         or (normalizers and tool in normalizers)
     ):
         return 0
-    PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE)
-    status = lc_canon_call_hash(
+    return lc_canon_call_hash(
         <const unsigned char *><char *>CALL_DOMAIN, CALL_DOMAIN_SIZE,
-        <const unsigned char *>name, name_size,
-        <const unsigned char *>view.buf, view.len, named(name, name_size, "exec", 4), found,
-    )
-    PyBuffer_Release(&view)
-    return 1 if status == LC_CANON_OK else 0
+        <const unsigned char *>name, name_size, args, size,
+        named(name, name_size, "exec", 4), found,
+    ) == LC_CANON_OK
 
 
 cdef inline bint known_poll(object tool_name, object args) except -1:
@@ -192,6 +209,17 @@ cdef class Rows:
     cdef object last_session
     cdef object last_run
     cdef object last_scope
+    # For ``read_line``: tool names by their JSON text, with which of their results
+    # are hashed from their text (``BY_TEXT_*``); each field's last JSON text and value.
+    cdef list tool_texts
+    cdef list tool_values
+    cdef list tool_rules
+    cdef list field_texts
+    cdef list field_values
+    # How many lines ``read_line`` made rows of, and of how many it hashed the result
+    # from its text (the tests read them).
+    cdef readonly long long lines_read
+    cdef readonly long long results_read
 
     def __init__(self, builder):
         # The builder never rebinds these (it grows them in place): they are held here.
@@ -205,6 +233,11 @@ cdef class Rows:
         self.pending = builder._pending
         self.normalizers = builder._normalizers
         self.send_tools = builder._send_tools
+        self.tool_texts = []
+        self.tool_values = []
+        self.tool_rules = []
+        self.field_texts = [None] * LC_EV_COUNT
+        self.field_values = [None] * LC_EV_COUNT
 
     def scope(self, session, run_id):
         """The id of the scope ``(session, run_id)``, numbered in order of first appearance."""
@@ -233,7 +266,8 @@ cdef class Rows:
 
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
                         object session, object run_id, int hashed=0,
-                        uint64_t args_hash=0) except -1:
+                        uint64_t args_hash=0, int outcome_known=0,
+                        uint64_t known_hash=0) except -1:
         cdef bint cached = (
             (session is None or type(session) is str or type(session) is int)
             and (run_id is None or type(run_id) is str)
@@ -246,7 +280,10 @@ cdef class Rows:
             and run_id == self.last_run
         ):
             # The key of the last call (same exact types, equal values): its dict entry.
-            return self.append(self.last_scope, tool_name, args, result, error, hashed, args_hash)
+            return self.append(
+                self.last_scope, tool_name, args, result, error, hashed, args_hash,
+                outcome_known, known_hash,
+            )
         key = None
         if cached:
             key = (session, run_id)
@@ -261,33 +298,50 @@ cdef class Rows:
             self.last_session = session
             self.last_run = run_id
             self.last_scope = scope
-        return self.append(scope, tool_name, args, result, error, hashed, args_hash)
+        return self.append(
+            scope, tool_name, args, result, error, hashed, args_hash, outcome_known, known_hash
+        )
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
-                           object error, int hashed=0, uint64_t args_hash=0) except -1:
+                           object error, int hashed=0, uint64_t args_hash=0,
+                           int outcome_known=0, uint64_t known_hash=0) except -1:
         # ``hashed`` (``raw_call_hash``'s answer): ``args_hash`` is the call hash,
         # read from the args' JSON text, and ``args`` None (no rule of this tool reads
         # them, and a tool whose known-poll flag does is never hashed so).
+        # ``outcome_known``: ``known_hash`` is the hash of a plain result, read from
+        # its JSON text (``read_line``): no unknown tool, no kind, no identity.
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
         if not hashed:
             args_hash = row_call_hash(tool_name, args)
-        result_hash, unknown, kind, identity, no_progress = row_outcome(
-            tool_name, args, result, error, self.normalizers, self.send_tools
-        )
-        row_hashes[0] = self.name_of(tool_name)
+        if outcome_known:
+            # A plain result: its hash, no unknown tool, no kind, no identity.
+            row_hashes[0] = self.name_of(tool_name)
+            row_hashes[2] = known_hash
+            row_hashes[3] = 0
+            row_hashes[4] = 0
+            row_flags[0] = 1
+            row_flags[1] = 0
+            row_flags[4] = 0
+            row_flags[5] = 0
+            row_flags[6] = 0
+        else:
+            result_hash, unknown, kind, identity, no_progress = row_outcome(
+                tool_name, args, result, error, self.normalizers, self.send_tools
+            )
+            row_hashes[0] = self.name_of(tool_name)
+            row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
+            row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
+            row_hashes[4] = 0 if identity is None else <uint64_t>identity
+            row_flags[0] = result_hash is not None
+            row_flags[1] = unknown is not None
+            row_flags[4] = kind == KIND_VETO
+            row_flags[5] = kind == KIND_TERMINAL
+            row_flags[6] = bool(no_progress)
         row_hashes[1] = args_hash
-        row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
-        row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
-        row_hashes[4] = 0 if identity is None else <uint64_t>identity
-        row_flags[0] = result_hash is not None
-        row_flags[1] = unknown is not None
         row_flags[2] = known_poll(tool_name, args)
         row_flags[3] = bool(self.pending) and scope in self.pending
-        row_flags[4] = kind == KIND_VETO
-        row_flags[5] = kind == KIND_TERMINAL
-        row_flags[6] = bool(no_progress)
         row_flags[7] = 0
         # Everything that could fail has run: the three columns grow together.
         if row_flags[3]:
@@ -315,6 +369,8 @@ cdef class Rows:
         cdef uint64_t args_hash = 0
         cdef int hashed
         cdef bint raw_args = len(decoder) > 6 and decoder[6] is not None
+        # Lines read from their JSON text first (``read_line``), unless turned off.
+        cdef bint by_text = raw_args and (len(decoder) <= 7 or bool(decoder[7]))
         decode_args = None
         if raw_args:
             decode, event_type, decode_args = decoder[6]
@@ -337,6 +393,14 @@ cdef class Rows:
                     break
                 number_, line = item
                 number = number_
+            if by_text and type(line) is bytes and read_line(
+                self, line, decode_args, errors, unset
+            ):
+                kept = number
+                array.extend_buffer(row_lines, <char *>&kept, 1)
+                if number % every == 0:
+                    tick()
+                continue
             try:
                 event = decode(line)
             except errors:
@@ -393,3 +457,6 @@ cdef class Rows:
             if number % every == 0:
                 tick()
         return number
+
+
+include "_rows_text.pxi"

@@ -22,7 +22,10 @@ their JSON text (``msgspec.Raw``), since most tools' args are only hashed. It
 hashes that text straight into the call hash in C (``loopcore/_json_canon.h``),
 and decodes it with ``_VALUE_DECODE`` (as the whole line's decode would have)
 for the few tools whose rules read their args, or whenever the C reader is not
-sure of the text.
+sure of the text. Before decoding a line at all, it tries to read the whole line
+from its JSON text (``batch/_rows_text.pxi``, ``BY_TEXT``): the fields found in C,
+only the tool name, session and run id made into str, a plain str result hashed
+from its text too; any line it is not sure of is decoded as above.
 """
 
 from __future__ import annotations
@@ -39,10 +42,13 @@ if TYPE_CHECKING:  # annotations only: reading a log does not need the batch pac
 
     from ..batch import CallTableBuilder
 
-__all__ = ["AVAILABLE", "REFERENCE_ENV", "read_fast", "use_fast"]
+__all__ = ["AVAILABLE", "BY_TEXT", "REFERENCE_ENV", "read_fast", "use_fast"]
 
 #: Set (to anything but "" or "0") to read every line through the reference ``json`` path.
 REFERENCE_ENV = "LOOPCORE_REPLAY_REFERENCE"
+#: Does the compiled loop read a common line from its JSON text before decoding it?
+#: (False: every line decoded by msgspec, the path it falls back to; for tests)
+BY_TEXT = True
 
 try:
     import msgspec
@@ -99,5 +105,5 @@ def read_fast(
     (``Rows.read``): compiled, it decodes, checks and appends each row without a
     Python step.
     """
-    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event, _RAW)
+    decoder = (_DECODE, _ERRORS, _MISSING, UNSET, PROGRESS_EVERY, _Event, _RAW, BY_TEXT)
     return builder._rows.read(lines, tick, row_lines, slow, decoder)

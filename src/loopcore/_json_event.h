@@ -1,0 +1,409 @@
+/* Where are the fields of one loopcore event line, found without building it?
+ *
+ * The compiled reading loop (batch/_rows_c.pyx) hands each line here before
+ * decoding it: this header finds the span of JSON text of each event field
+ * (``type``, ``tool``, ``args``, ...) so that the loop makes only the few str
+ * values it must and hashes the rest from the text; the members of an object
+ * inside it (an exec result's ``details``) are found the same way. It is
+ * narrower than JSON
+ * on purpose, and gives up (LC_EVENT_GIVE_UP) on any line it is not sure of,
+ * which the loop then decodes the usual way: a byte-order mark, a key with an
+ * escape or a non-ASCII byte, an unknown or repeated field, a value nested
+ * deeper than LC_EVENT_DEPTH, a line that does not end after its object.
+ *
+ * The line's values are checked as they are found (``lc_event_value``): valid
+ * UTF-8, well-formed escapes, plain numbers, the three literals; whatever else
+ * JSON allows (exponents, huge numbers, lone surrogate escapes) gives up, so a
+ * line taken here is one both decoders read, to the same values. The members
+ * of a span already checked are found without checking them again
+ * (``lc_event_skip``: a string ends at its first unescaped quote, a container
+ * at its matching bracket).
+ */
+#ifndef LOOPCORE_JSON_EVENT_H
+#define LOOPCORE_JSON_EVENT_H
+
+#include <stddef.h>
+#include <string.h>
+
+#include "_json_canon.h"
+
+#define LC_EVENT_OK 0
+#define LC_EVENT_GIVE_UP 1
+#define LC_EVENT_DEPTH 64
+
+/* The fields, in the order of formats._fast._Event. */
+enum {
+    LC_EV_TYPE,
+    LC_EV_TOOL,
+    LC_EV_ARGS,
+    LC_EV_RESULT,
+    LC_EV_ERROR,
+    LC_EV_CALL_ID,
+    LC_EV_SESSION,
+    LC_EV_RUN_ID,
+    LC_EV_TS,
+    LC_EV_COUNT
+};
+
+typedef struct {
+    const unsigned char *start[LC_EV_COUNT];
+    size_t size[LC_EV_COUNT];
+    unsigned int present; /* bit ``1 << field`` for each field the line has */
+} lc_event;
+
+static inline int lc_event_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Which field a key (its bytes between the quotes) names; -1: none. */
+static inline int lc_event_field(const unsigned char *key, size_t n)
+{
+#define LC_EVENT_IS(word) (n == sizeof(word) - 1 && memcmp(key, word, n) == 0)
+    switch (n) {
+    case 2:
+        return LC_EVENT_IS("ts") ? LC_EV_TS : -1;
+    case 4:
+        if (LC_EVENT_IS("type"))
+            return LC_EV_TYPE;
+        if (LC_EVENT_IS("tool"))
+            return LC_EV_TOOL;
+        return LC_EVENT_IS("args") ? LC_EV_ARGS : -1;
+    case 5:
+        return LC_EVENT_IS("error") ? LC_EV_ERROR : -1;
+    case 6:
+        if (LC_EVENT_IS("result"))
+            return LC_EV_RESULT;
+        return LC_EVENT_IS("run_id") ? LC_EV_RUN_ID : -1;
+    case 7:
+        return LC_EVENT_IS("session") ? LC_EV_SESSION : -1;
+    case 12:
+        return LC_EVENT_IS("tool_call_id") ? LC_EV_CALL_ID : -1;
+    default:
+        return -1;
+    }
+#undef LC_EVENT_IS
+}
+
+/* Just past the string whose opening quote is at ``p``; NULL when it does not close. */
+static inline const unsigned char *lc_event_skip_string(const unsigned char *p,
+                                                        const unsigned char *end)
+{
+    p++;
+    while (p < end) {
+        const unsigned char *stop;
+        size_t left = (size_t)(end - p);
+        const unsigned char *quote = (const unsigned char *)memchr(p, '"', left);
+        if (quote == NULL)
+            return NULL;
+        stop = (const unsigned char *)memchr(p, '\\', (size_t)(quote - p));
+        if (stop == NULL)
+            return quote + 1;
+        /* An escape before the quote: the byte after the backslash is skipped. */
+        p = stop + 2;
+    }
+    return NULL;
+}
+
+/* Just past the JSON value starting at ``p`` (not checked, see above); NULL: give up. */
+static const unsigned char *lc_event_skip(const unsigned char *p, const unsigned char *end)
+{
+    int depth = 0;
+    if (p >= end)
+        return NULL;
+    if (*p != '{' && *p != '[') {
+        if (*p == '"')
+            return lc_event_skip_string(p, end);
+        /* A number or a literal: up to the next delimiter. */
+        while (p < end && *p != ',' && *p != '}' && *p != ']' && !lc_event_ws(*p)) {
+            if (*p == '"' || *p == '{' || *p == '[' || *p == ':')
+                return NULL;
+            p++;
+        }
+        return p;
+    }
+    while (p < end) {
+        unsigned char c = *p;
+        if (c == '"') {
+            p = lc_event_skip_string(p, end);
+            if (p == NULL)
+                return NULL;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (++depth > LC_EVENT_DEPTH)
+                return NULL;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0)
+                return p + 1;
+        }
+        p++;
+    }
+    return NULL;
+}
+
+/* Just past the JSON string whose opening quote is at ``p``, checked as the
+ * canonical reader checks one (valid UTF-8 without surrogates, no control
+ * character, well-formed escapes, no lone surrogate escape); NULL otherwise. */
+static const unsigned char *lc_event_string(const unsigned char *p, const unsigned char *end)
+{
+    p++;
+    for (;;) {
+        unsigned char c;
+#if defined(__SSE2__)
+        {
+            const __m128i quote = _mm_set1_epi8('"');
+            const __m128i slash = _mm_set1_epi8('\\');
+            const __m128i space = _mm_set1_epi8(0x20);
+            while (end - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                __m128i stop = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                    _mm_cmplt_epi8(v, space));
+                int bits = _mm_movemask_epi8(stop);
+                if (bits == 0) {
+                    p += 16;
+                    continue;
+                }
+                p += __builtin_ctz((unsigned int)bits);
+                break;
+            }
+        }
+#endif
+        while (p < end && lc_canon_plain(*p))
+            p++;
+        if (p >= end)
+            return NULL;
+        c = *p;
+        if (c == '"')
+            return p + 1;
+        if (c < 0x20)
+            return NULL;
+        if (c >= 0x80) {
+            int n = lc_canon_utf8(p, end);
+            if (n == 0)
+                return NULL;
+            p += n;
+            continue;
+        }
+        if (end - p < 2)
+            return NULL;
+        c = p[1];
+        p += 2;
+        if (c == 'u') {
+            unsigned int code, low;
+            if (end - p < 4 || lc_canon_hex4(p, &code) != LC_CANON_OK)
+                return NULL;
+            p += 4;
+            if (code >= 0xDC00 && code <= 0xDFFF)
+                return NULL;
+            if (code >= 0xD800 && code <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u'
+                    || lc_canon_hex4(p + 2, &low) != LC_CANON_OK || low < 0xDC00 || low > 0xDFFF)
+                    return NULL;
+                p += 6;
+            }
+            continue;
+        }
+        if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r'
+            && c != 't')
+            return NULL;
+    }
+}
+
+static inline int lc_event_plain_number(const unsigned char *p, size_t n);
+
+/* Just past the JSON value starting at ``p``, checked: strings as above, numbers of
+ * the plain form (``lc_event_plain_number``), the three literals, containers no
+ * deeper than LC_EVENT_DEPTH; NULL for anything else. Both decoders read such a
+ * text, to the same values. */
+static const unsigned char *lc_event_value(const unsigned char *p, const unsigned char *end,
+                                           int depth)
+{
+    unsigned char c, close;
+    if (p >= end)
+        return NULL;
+    c = *p;
+    if (c == '"')
+        return lc_event_string(p, end);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        const unsigned char *start = p;
+        while (p < end && (*p == '-' || *p == '.' || (*p >= '0' && *p <= '9')))
+            p++;
+        return lc_event_plain_number(start, (size_t)(p - start)) ? p : NULL;
+    }
+    if (c == 't')
+        return (end - p >= 4 && memcmp(p, "true", 4) == 0) ? p + 4 : NULL;
+    if (c == 'f')
+        return (end - p >= 5 && memcmp(p, "false", 5) == 0) ? p + 5 : NULL;
+    if (c == 'n')
+        return (end - p >= 4 && memcmp(p, "null", 4) == 0) ? p + 4 : NULL;
+    if ((c != '{' && c != '[') || depth >= LC_EVENT_DEPTH)
+        return NULL;
+    close = c == '{' ? '}' : ']';
+    p++;
+    while (p < end && lc_event_ws(*p))
+        p++;
+    if (p < end && *p == close)
+        return p + 1;
+    for (;;) {
+        if (close == '}') {
+            if (p >= end || *p != '"')
+                return NULL;
+            p = lc_event_string(p, end);
+            if (p == NULL)
+                return NULL;
+            while (p < end && lc_event_ws(*p))
+                p++;
+            if (p >= end || *p != ':')
+                return NULL;
+            p++;
+            while (p < end && lc_event_ws(*p))
+                p++;
+        }
+        p = lc_event_value(p, end, depth + 1);
+        if (p == NULL)
+            return NULL;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end)
+            return NULL;
+        if (*p == close)
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+    }
+}
+
+/* Which of ``count`` names a key (its bytes between the quotes) is; -1: none. */
+static inline int lc_event_name(const unsigned char *key, size_t n, const char *const *names,
+                                int count)
+{
+    int i;
+    for (i = 0; i < count; i++)
+        if (strlen(names[i]) == n && memcmp(key, names[i], n) == 0)
+            return i;
+    return -1;
+}
+
+/* Find the members of the JSON object that is the whole of ``text[0:n]`` (white
+ * space around it allowed): member ``i`` is the one whose key is ``names[i]``,
+ * or with ``names`` NULL an event field (``lc_event_field``); ``others``: may
+ * a key name none of them (it is skipped), or does it give up? A key is
+ * compared as written (one with an escape gives up), and one repeated gives up
+ * (the last would win). LC_EVENT_GIVE_UP: read the text the usual way. */
+static int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
+                           int count, int others, int check, const unsigned char **start,
+                           size_t *size, unsigned int *present)
+{
+    const unsigned char *p = text;
+    const unsigned char *end = text + n;
+    *present = 0;
+    while (p < end && lc_event_ws(*p))
+        p++;
+    if (p >= end || *p != '{')
+        return LC_EVENT_GIVE_UP;
+    p++;
+    for (;;) {
+        const unsigned char *key, *value;
+        int field;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end || *p != '"')
+            return LC_EVENT_GIVE_UP; /* an empty object, a trailing comma, ... */
+        key = ++p;
+        while (p < end && *p != '"') {
+            if (*p == '\\' || *p < 0x20 || *p >= 0x80)
+                return LC_EVENT_GIVE_UP;
+            p++;
+        }
+        if (p >= end)
+            return LC_EVENT_GIVE_UP;
+        field = names == NULL ? lc_event_field(key, (size_t)(p - key))
+                              : lc_event_name(key, (size_t)(p - key), names, count);
+        if ((field < 0 && !others) || (field >= 0 && (*present & (1u << field))))
+            return LC_EVENT_GIVE_UP; /* unknown, or repeated */
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end || *p != ':')
+            return LC_EVENT_GIVE_UP;
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        value = p;
+        p = check ? lc_event_value(p, end, 1) : lc_event_skip(p, end);
+        if (p == NULL || p == value)
+            return LC_EVENT_GIVE_UP;
+        if (field >= 0) {
+            start[field] = value;
+            size[field] = (size_t)(p - value);
+            *present |= 1u << field;
+        }
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end)
+            return LC_EVENT_GIVE_UP;
+        if (*p == '}') {
+            p++;
+            break;
+        }
+        if (*p != ',')
+            return LC_EVENT_GIVE_UP;
+        p++;
+    }
+    while (p < end && lc_event_ws(*p))
+        p++;
+    return p == end ? LC_EVENT_OK : LC_EVENT_GIVE_UP;
+}
+
+/* Find the fields of the event object that is the whole line ``line[0:n]``
+ * (white space around it allowed); LC_EVENT_GIVE_UP: read it the usual way. */
+static inline int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
+{
+    return lc_event_object(line, n, NULL, LC_EV_COUNT, 0, 1, ev->start, ev->size, &ev->present);
+}
+
+/* Is the span ``text[0:n]`` exactly the JSON text ``word``? */
+static inline int lc_event_is(const unsigned char *text, size_t n, const char *word)
+{
+    size_t size = strlen(word);
+    return n == size && memcmp(text, word, size) == 0;
+}
+
+/* Is the span a JSON number of the plain form (no exponent, an int part of at most
+ * 18 digits, a fraction of at most 30): one that both decoders read alike. */
+static inline int lc_event_plain_number(const unsigned char *p, size_t n)
+{
+    const unsigned char *end = p + n;
+    size_t digits = 0;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        return 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+            if (++digits > 18)
+                return 0;
+        }
+    }
+    if (p < end && *p == '.') {
+        p++;
+        digits = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+            digits++;
+        }
+        if (digits == 0 || digits > 30)
+            return 0;
+    }
+    return p == end;
+}
+
+#endif /* LOOPCORE_JSON_EVENT_H */

@@ -1,0 +1,312 @@
+"""Does reading an event line from its JSON text make the rows decoding it makes?
+
+The compiled reading loop reads a common line from its text (``batch/_rows_text.pxi``)
+before decoding it: the fields found in C, only the tool name, session and run id
+made into str, the args and a plain str result hashed from their text. Generated
+lines, written in every way JSON allows (key order, white space, escapes, long
+strings, odd numbers) and in ways it does not, are read three ways and compared
+table to table and report to report: the reference ``json`` path, the msgspec path
+alone (``BY_TEXT`` off) and the text path first.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from array import array
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopcore.batch import CallTableBuilder
+from loopcore.formats import _fast
+from loopcore.formats._load import read_lines
+
+from .conftest import TWINS, use_twin
+
+pytestmark = [
+    pytest.mark.skipif(not _fast.AVAILABLE, reason="msgspec is not installed"),
+    pytest.mark.skipif("cython" not in TWINS, reason="the compiled twin is not built"),
+]
+
+WRAPPED = (
+    '<<<EXTERNAL_UNTRUSTED_CONTENT id="0123456789abcdef">>>page'
+    '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="0123456789abcdef">>>'
+)
+_TEXT = st.sampled_from(
+    [
+        "ok",
+        "  padded  ",
+        "",
+        "same output",
+        'tab\tnew\nline "quoted" back\\slash /',
+        "caf\u00e9 \u2603 \U0001f600",
+        "\x00\x1f\x7f",
+        "\ud800",
+        "<<<",
+        "a<<b<c<<<",
+        WRAPPED,
+        "x" * 2030,
+        "\u00e9" * 1100,
+    ]
+) | st.text(max_size=8)
+_NUMBERS = st.sampled_from(
+    ["0", "-0", "12", "-7", "1.5", "0.25", "1e3", "1E400", "-1e-400", "123456789012345678",
+     "1234567890123456789012", "00", "01", "1.", ".5", "-", "+1", "NaN", "Infinity", "1.0"]
+)  # fmt: skip
+_RAW_NUMBERS = _NUMBERS.map(lambda n: ("!raw", n))
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | _TEXT
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+_OUTPUT = _TEXT | st.sampled_from(
+    ["  out  ", "\x1cout\x1f", "\u00a0out", "out\u2003", "\t\n", " ", "x\u00e9", "\u00e9x"]
+)
+#: Exec results of the shapes the exec rule reads, the common one among them.
+_EXEC_RESULT = st.fixed_dictionaries(
+    {
+        "details": st.fixed_dictionaries(
+            {
+                "status": st.sampled_from(["completed"] * 3 + ["failed", "running", "blocked"]),
+                "exitCode": st.sampled_from([0] * 6 + [1, -1, None, 0.0, False, "0"]),
+                "aggregated": _OUTPUT,
+            },
+            optional={
+                "timedOut": st.sampled_from([True, False, None, 1]),
+                "durationMs": st.integers(0, 9000),
+                "pid": st.integers(0, 2**70),
+                "deniedReason": st.just("tool-loop"),
+                "tail": _TEXT,
+            },
+        )
+    },
+    optional={
+        "content": st.lists(
+            st.fixed_dictionaries({"type": st.just("text"), "text": _OUTPUT}), max_size=2
+        )
+        | _VALUES,
+        "status": st.just("completed"),
+    },
+)
+_RESULT = (
+    _TEXT
+    | _EXEC_RESULT
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "content": st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT})),
+            "details": st.fixed_dictionaries(
+                {},
+                optional={
+                    "status": st.sampled_from(["completed", "running", "blocked"]),
+                    "exitCode": st.sampled_from([0, 1, None]),
+                    "aggregated": _TEXT,
+                    "deniedReason": st.just("tool-loop"),
+                },
+            ),
+        },
+    )
+    | _VALUES
+)
+_TOOLS = st.sampled_from(
+    ["read", "edit", "exec", "process", "write", "wait", "message", "update_plan", "caf\u00e9"]
+)
+#: Fields as Python values (written by ``json``), or "!raw" JSON text written as it is.
+_FIELDS = st.fixed_dictionaries(
+    {"tool": _TOOLS | _SCALARS, "args": _VALUES},
+    optional={
+        "result": _RESULT,
+        "error": st.sampled_from([None, "Unknown tool: browse"]) | _VALUES,
+        "session": st.sampled_from(["s1", "s2", "", 1, None]) | _SCALARS,
+        "run_id": st.sampled_from(["r1", "r2", " r1 ", None]) | _SCALARS,
+        "tool_call_id": st.sampled_from(["c1", None, 5, "\ud800"]),
+        "ts": st.sampled_from([None, 1, 1.5, "2024-01-01", True]) | _RAW_NUMBERS,
+        "type": st.sampled_from(["call", "call", "compaction", None, 1]),
+        "extra": _SCALARS,
+    },
+)
+#: The fields of the common line (the text path reads it, or gives up on a part of it).
+_COMMON = st.fixed_dictionaries(
+    {"tool": _TOOLS, "args": _VALUES},
+    optional={
+        "result": _RESULT,
+        "error": st.none(),
+        "session": st.sampled_from(["s1", "s2", "", None, "caf\u00e9", "\ud800"]),
+        "run_id": st.sampled_from(["r1", "r2", " r1 ", None]),
+        "tool_call_id": st.sampled_from(["c1", None]) | _TEXT,
+        "ts": st.sampled_from([None, 1, 1.5, "2024-01-01"]) | _RAW_NUMBERS,
+        "type": st.just("call"),
+    },
+)
+_GAPS = st.sampled_from(["", " ", "  ", "\t", "\r\n ", "\n"])
+
+
+@st.composite
+def _line(draw: st.DrawFn) -> bytes:
+    """One event line, its fields in a drawn order, with drawn gaps and escapes."""
+    fields = draw(_COMMON if draw(st.integers(0, 3)) else _FIELDS)
+    pair = draw(st.integers(0, 5))
+    if pair < 2:  # the pairs the text path hashes, most of the time
+        fields["tool"] = "exec"
+        fields["result"] = draw(_EXEC_RESULT)
+    elif pair < 4:
+        fields["tool"] = draw(st.sampled_from(["read", "edit", "caf\u00e9"]))
+        fields["result"] = draw(_TEXT)
+    names = draw(st.permutations(list(fields)))
+    ascii_only = draw(st.booleans())
+    gap = draw(_GAPS)
+
+    def text(value: Any) -> str:
+        if isinstance(value, tuple) and value[:1] == ("!raw",):
+            return str(value[1])
+        return json.dumps(value, ensure_ascii=ascii_only, allow_nan=True)
+
+    items = [f"{json.dumps(name)}{gap}:{draw(_GAPS)}{text(fields[name])}" for name in names]
+    body = "{" + draw(_GAPS) + f"{gap},{gap}".join(items) + draw(_GAPS) + "}" + draw(_GAPS)
+    line = body.encode("utf-8", "surrogatepass")
+    flaw = draw(st.integers(0, 30))
+    if flaw == 0:
+        line = b"\xef\xbb\xbf" + line
+    elif flaw == 1:
+        line = line.replace(b'"tool"', b'"to\\u006fl"', 1)
+    elif flaw == 2:
+        line = line.replace(b'"args"', b'"args": 1, "args"', 1)
+    elif flaw == 3:
+        line = line + b" x"
+    elif flaw == 4:
+        line = line.replace(b"}", b",}", 1)
+    elif flaw == 5:
+        line = line.replace(b'"r1"', b'"r\xff1"')
+    elif flaw == 6:
+        line = line.replace(b'"s1"', b'"s\x011"')
+    elif flaw == 7:
+        line = line.replace(b'"read"', b'"re\xc3"')
+    elif flaw == 8:
+        line = line.replace(b'"status"', b'"status": "failed", "status"', 1)
+    elif flaw == 9:
+        line = line.replace(b'"status"', b'"st\\u0061tus"', 1)
+    elif flaw == 10:
+        line = line.replace(b'"exitCode": 0', b'"exitCode": 0 ', 1)
+    return line
+
+
+def _table(traces: Any, err: str) -> tuple[Any, ...]:
+    table = traces.table
+    return (
+        table.hashes.tobytes(),
+        table.flags.tobytes(),
+        table.scope.tobytes(),
+        [(repr(s), r) for s, r in table.scopes],
+        sorted(table.names.items()),
+        traces.lines.tobytes(),
+        traces.files,
+        err,
+    )
+
+
+def _read(lines: list[bytes], way: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    with monkeypatch.context() as patched:
+        if way == "reference":
+            patched.setenv(_fast.REFERENCE_ENV, "1")
+        else:
+            patched.delenv(_fast.REFERENCE_ENV, raising=False)
+        patched.setattr(_fast, "BY_TEXT", way == "text")
+        err = io.StringIO()
+        with use_twin("cython"):
+            traces = read_lines(lines, "trace.jsonl", err=err)
+        return _table(traces, err.getvalue())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_line(), min_size=1, max_size=12), st.lists(st.integers(0, 40), max_size=8))
+def test_lines_read_from_their_text_make_the_decoded_rows(
+    monkeypatch: pytest.MonkeyPatch, lines: list[bytes], repeats: list[int]
+) -> None:
+    lines = lines + [lines[i % len(lines)] for i in repeats]  # repeats: the scan reads each row
+    reference = _read(lines, "reference", monkeypatch)
+    assert _read(lines, "msgspec", monkeypatch) == reference
+    assert _read(lines, "text", monkeypatch) == reference
+
+
+def _rows_read(lines: list[bytes]) -> tuple[int, list[int], int]:
+    """How many lines the text path made rows of, the lines it left to the reference, and
+    how many results it hashed from their text."""
+    with use_twin("cython"):
+        builder = CallTableBuilder()
+    slow: list[int] = []
+    _fast.read_fast(
+        iter(enumerate(lines, 1)), lambda: None, builder, array("q"), lambda n, _: slow.append(n)
+    )
+    rows: Any = builder._rows
+    return rows.lines_read, slow, rows.results_read
+
+
+def test_common_lines_are_read_from_their_text() -> None:
+    common = [
+        {"tool": "read", "args": {"path": "a.py"}, "result": "text", "session": "s", "run_id": "r"},
+        {"tool": "exec", "args": {"command": "ls"}, "result": {"content": [], "details": {}}},
+        {"tool": "process", "args": {"action": "poll"}, "result": {"details": {"status": "x"}}},
+        {"tool": "edit", "args": {}, "result": WRAPPED, "ts": 1.5, "tool_call_id": None},
+        {"type": "call", "tool": "read", "args": [], "error": None, "ts": "2024"},
+    ]
+    lines = [json.dumps(e).encode() for e in common]
+    assert _rows_read(lines) == (len(lines), [], 1)  # the read's result (edit's is wrapped)
+    done = {"status": "completed", "exitCode": 0, "aggregated": " out\n", "pid": 7}
+    execs = [
+        {"tool": "exec", "args": {}, "result": {"content": [], "details": done}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "timedOut": True}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "status": "failed"}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "exitCode": 1}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "aggregated": " "}}},
+    ]
+    assert _rows_read([json.dumps(e).encode() for e in execs]) == (5, [], 3)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"tool": "read", "args": {}, "error": "boom"}',
+        b'{"type": "compaction"}',
+        b'{"tool": "read", "args": {}, "session": 1}',
+        b'{"tool": "read", "args": {}, "ts": 1e400}',
+        b'{"tool": "read", "args": {}, "extra": 1}',
+        b'{"tool": "read", "args": {}, "tool": "read"}',
+        b'{"tool": "read", "args": {"x": NaN}}',
+        b'{"tool": "read", "args": {}, "result": "\\ud800"}',
+        b'{"tool": "read", "args": {"x": 1e5}}',
+        b'{"tool": "read", "args": {"x": [1, 2,]}}',
+        b'{"tool": "exec", "args": {}, "result": {"details": {"pid": "\xff"}}}',
+        b'{"tool": "exec", "args": {}, "result": {"content": [{"text": "\x01"}]}}',
+    ],
+)
+def test_lines_it_is_not_sure_of_are_decoded(line: bytes) -> None:
+    # Read the msgspec way (whose rows the test above holds equal), or the reference way.
+    assert _rows_read([line])[0] == 0
+
+
+def _host_rows(lines: list[bytes], by_text: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as patched:
+        patched.setattr(_fast, "BY_TEXT", by_text)
+        with use_twin("cython"):
+            builder = CallTableBuilder(
+                normalizers={"edit": lambda args, result: len(str(result)), "exec": repr},
+                send_tools=["read"],
+            )
+            _fast.read_fast(
+                iter(enumerate(lines, 1)), lambda: None, builder, array("q"), lambda *_: None
+            )
+        table = builder.build()
+    return table.hashes.tobytes(), table.flags.tobytes(), sorted(table.names.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_line(), min_size=1, max_size=12))
+def test_a_hosts_send_tools_and_normalisers_are_honoured(
+    monkeypatch: pytest.MonkeyPatch, lines: list[bytes]
+) -> None:
+    # Their results are never hashed from the text: the rules the host asked for run.
+    assert _host_rows(lines, True, monkeypatch) == _host_rows(lines, False, monkeypatch)
