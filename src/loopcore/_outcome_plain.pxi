@@ -32,6 +32,9 @@ from ._outcome_py import UNSET as _UNSET
 from ._outcome_py import hash_call as _py_hash_call
 
 cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
+# The "no value given" marker, held in C: each test is one pointer compare, not
+# a module-global look-up.
+cdef object C_UNSET = _UNSET
 cdef bytes C_RESULT_DOMAIN = _RESULT_DOMAIN
 cdef str RESULT_TAG = "result"
 cdef dict EMPTY_DETAILS = {}
@@ -179,9 +182,9 @@ cdef inline bint plain_outcome(object result, object error, uint64_t *out) excep
 
 
 cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1:
-    if error is not _UNSET and error is not None:
+    if error is not C_UNSET and error is not None:
         return False
-    if result is _UNSET:
+    if result is C_UNSET:
         return False
     if type(result) is not dict:
         if is_plain_leaf(result):

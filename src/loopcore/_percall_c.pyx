@@ -75,6 +75,10 @@ cdef enum:
     VERDICT_CACHE_SIZE = 4096
 
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
+# Answers and types the common path returns or compares, held in C (no
+# module-global look-up per call).
+cdef object C_NOT_STUCK = NOT_STUCK
+cdef type SESSION_REF = SessionRef
 # The "active scope" default, held in C so that each call compares two pointers.
 cdef object ACTIVE = UNSCOPED
 
@@ -357,11 +361,11 @@ cdef class DetectorCalls(_Calls):
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
         if not self._enabled:
-            return NOT_STUCK
+            return C_NOT_STUCK
         cdef int64_t key_hash = self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         verdict = self.verdict_of(key, key_hash, tool_name, args, args_hash, False, None)
-        return NOT_STUCK if verdict is None else verdict
+        return C_NOT_STUCK if verdict is None else verdict
 
     def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
         """Append a call (without outcome) to its scope's history."""
@@ -444,7 +448,7 @@ cdef class GuardCalls(_Calls):
         active = <tuple>get_value(self._scope_var)
         if session is ACTIVE:
             session = active[0]
-            if type(session) is SessionRef:  # as the tables hold a host object
+            if type(session) is SESSION_REF:  # as the tables hold a host object
                 session = (<object>session).value
         if run_id is ACTIVE:
             run_id = active[1]
@@ -501,4 +505,4 @@ cdef class GuardCalls(_Calls):
             self._observe(record, tool_name, args, key)
         if self._noted and key in self._noted:
             return self._annotated(record, key, result)
-        return None if result is UNSET else result
+        return None if result is C_UNSET else result
