@@ -172,13 +172,32 @@ cdef uint64_t hash_generic(object details, object text) except? 0:
         enc_free(&enc)
 
 
+cdef extern from *:
+    """
+    /* After a call that failed: 0 (cleared) for an Exception, -1 (kept) for
+       anything else (KeyboardInterrupt, SystemExit), as ``except Exception``. */
+    static int lc_clear_exception(void) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    """
+    int clear_exception "lc_clear_exception" () noexcept
+
+# plain_outcome_of as C sees it: -1 with an exception set when it failed. Called
+# through this type, the failure is the caller's to handle, without the cost of
+# a try statement (which saves and restores the handled exception) per outcome.
+ctypedef int (*plain_entry)(object, object, uint64_t *) noexcept
+
+
 cdef inline bint plain_outcome(object result, object error, uint64_t *out) except -1:
-    try:
-        return plain_outcome_of(result, error, out)
-    except Exception:
+    cdef int found = (<plain_entry>plain_outcome_of)(result, error, out)
+    if found == -1:
         # A key that collides with "content" and raises on ==, say: the reference
         # rules read the result safely and decide what it is.
-        return False
+        return clear_exception()
+    return found
 
 
 cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1:

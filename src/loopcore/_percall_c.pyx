@@ -13,6 +13,7 @@ methods the subclass defines (``_verdict``, ``_decide``, ``_observe``).
 cimport cython
 from cpython.contextvars cimport get_value
 from cpython.dict cimport PyDict_Next, PyDict_Size
+from cpython.exc cimport PyErr_Fetch, PyErr_Occurred, PyErr_Restore
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport (
@@ -87,6 +88,25 @@ include "_outcome_plain.pxi"
 
 
 include "_percall_memo.pxi"
+
+
+ctypedef int (*memo_hash_view)(Memo *, object, uint64_t *) noexcept
+ctypedef uint64_t (*call_hash_view)(object, object) noexcept
+
+
+cdef uint64_t release_failed(Memo *memo) except? 0:
+    """Release a memo taken for a hash that failed; the failure stays the one raised.
+
+    The exception is put aside meanwhile: a finaliser the release runs must
+    not find one pending.
+    """
+    cdef PyObject *kind
+    cdef PyObject *value
+    cdef PyObject *trace
+    PyErr_Fetch(&kind, &value, &trace)
+    memo_release(memo)
+    PyErr_Restore(kind, value, trace)
+    return 0
 
 
 cdef inline bint plain_run_id(object run_id):
@@ -180,16 +200,17 @@ cdef class _Calls:
         # The entries are taken before hashing and must still be there after:
         # whatever ran meanwhile (a value's repr, another thread), the hash
         # is only remembered for the contents it was computed from.
-        cdef bint keep = type(args) is dict and memo_take(&fresh, tool_name, <dict>args)
-        try:
-            if not (keep and memo_call_hash(&fresh, tool_name, &found)):
-                found = call_hash(tool_name, args)
-        except BaseException:
-            if keep:
-                memo_release(&fresh)
-            raise
-        if not keep:
-            return found
+        if not (type(args) is dict and memo_take(&fresh, tool_name, <dict>args)):
+            return call_hash(tool_name, args)
+        # Called through views that leave a failure to this code (no try
+        # statement, which saves and restores the handled exception, per hash).
+        cdef int done = (<memo_hash_view>memo_call_hash)(&fresh, tool_name, &found)
+        if done == 0:
+            found = (<call_hash_view>call_hash)(tool_name, args)
+            if found == 0 and PyErr_Occurred() != NULL:
+                done = -1
+        if done == -1:
+            return release_failed(&fresh)
         if not memo_matches(&fresh, tool_name, args):
             memo_release(&fresh)
             return found
