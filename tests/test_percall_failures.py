@@ -81,3 +81,34 @@ def test_a_failed_call_hash_leaves_no_memo_behind(monkeypatch: pytest.MonkeyPatc
     guard.before_call("update_plan", args, run_id="r")
     (record,) = guard.detector.history(run_id="r")
     assert record.args_hash == hash_call("update_plan", args)
+
+
+class FailingStore:
+    """A store whose scan raises ``error``."""
+
+    history_size = 30
+    evicted = 0
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __len__(self) -> int:
+        return 0
+
+    def scan_append(self, *args: Any) -> Any:
+        raise self.error
+
+    def append(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("twin_name", TWINS)
+def test_a_failing_scan_blocks_but_an_interrupt_goes_through(twin_name: str) -> None:
+    # SPEC §8.2: an Exception from the check blocks the call; a KeyboardInterrupt
+    # is the host's and is not turned into a decision.
+    with use_twin(twin_name):
+        guard = ToolLoopGuard({"enabled": True}, store=FailingStore(RuntimeError("down")))
+        interrupted = ToolLoopGuard({"enabled": True}, store=FailingStore(KeyboardInterrupt()))
+    assert guard.before_call("read", {"p": 1}).blocked
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.before_call("read", {"p": 1})

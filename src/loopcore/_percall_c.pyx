@@ -374,6 +374,30 @@ cdef class _Calls:
         return 0
 
 
+cdef object scan_verdict(
+    _Calls calls, object key, int64_t key_hash, object tool_name, object args,
+    uint64_t args_hash, object tool_call_id,
+):
+    """``before_call``'s scan (appending a quiet call), for ``verdict_view``."""
+    return calls.verdict_of(key, key_hash, tool_name, args, args_hash, True, tool_call_id)
+
+
+# scan_verdict as C sees it: a new reference, or NULL with an exception set.
+ctypedef PyObject *(*verdict_view)(
+    _Calls, object, int64_t, object, object, uint64_t, object
+) noexcept
+
+
+cdef extern from *:
+    """
+    /* Report the exception a call through a view left pending. */
+    static int lc_raise_pending(void) {
+        return -1;
+    }
+    """
+    int raise_pending "lc_raise_pending" () except -1
+
+
 cdef class DetectorCalls(_Calls):
     """``LoopDetector``'s per-call methods."""
 
@@ -488,12 +512,18 @@ cdef class GuardCalls(_Calls):
         if not self._enabled:
             self.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        try:
-            verdict = self.verdict_of(
-                key, key_hash, tool_name, args, args_hash, True, tool_call_id
-            )
-        except Exception as exc:  # SPEC §8.2: a check that fails blocks
-            return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
+        # Through a view that leaves a failure here: the try statement (which
+        # saves and restores the handled exception) runs only when one came.
+        cdef PyObject *found = (<verdict_view>scan_verdict)(
+            self, key, key_hash, tool_name, args, args_hash, tool_call_id
+        )
+        if found == NULL:
+            try:
+                raise_pending()
+            except Exception as exc:  # SPEC §8.2: a check that fails blocks
+                return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
+        verdict = <object>found
+        ref_drop(found)  # the view's reference: ``verdict`` holds its own
         if verdict is None or not verdict.stuck:
             if verdict is not None:  # quiet scans appended the call already
                 self.append(key, tool_name, args_hash, tool_call_id)
