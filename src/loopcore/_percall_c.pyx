@@ -13,7 +13,7 @@ methods the subclass defines (``_verdict``, ``_decide``, ``_observe``).
 cimport cython
 from cpython.contextvars cimport get_value
 from cpython.dict cimport PyDict_Next, PyDict_Size
-from cpython.exc cimport PyErr_Fetch, PyErr_Occurred, PyErr_Restore
+from cpython.exc cimport PyErr_Occurred
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport (
@@ -88,25 +88,6 @@ include "_outcome_plain.pxi"
 
 
 include "_percall_memo.pxi"
-
-
-ctypedef int (*memo_hash_view)(Memo *, object, uint64_t *) noexcept
-ctypedef uint64_t (*call_hash_view)(object, object) noexcept
-
-
-cdef uint64_t release_failed(Memo *memo) except? 0:
-    """Release a memo taken for a hash that failed; the failure stays the one raised.
-
-    The exception is put aside meanwhile: a finaliser the release runs must
-    not find one pending.
-    """
-    cdef PyObject *kind
-    cdef PyObject *value
-    cdef PyObject *trace
-    PyErr_Fetch(&kind, &value, &trace)
-    memo_release(memo)
-    PyErr_Restore(kind, value, trace)
-    return 0
 
 
 cdef inline bint plain_run_id(object run_id):
@@ -374,28 +355,7 @@ cdef class _Calls:
         return 0
 
 
-cdef object scan_verdict(
-    _Calls calls, object key, int64_t key_hash, object tool_name, object args,
-    uint64_t args_hash, object tool_call_id,
-):
-    """``before_call``'s scan (appending a quiet call), for ``verdict_view``."""
-    return calls.verdict_of(key, key_hash, tool_name, args, args_hash, True, tool_call_id)
-
-
-# scan_verdict as C sees it: a new reference, or NULL with an exception set.
-ctypedef PyObject *(*verdict_view)(
-    _Calls, object, int64_t, object, object, uint64_t, object
-) noexcept
-
-
-cdef extern from *:
-    """
-    /* Report the exception a call through a view left pending. */
-    static int lc_raise_pending(void) {
-        return -1;
-    }
-    """
-    int raise_pending "lc_raise_pending" () except -1
+include "_percall_views.pxi"
 
 
 cdef class DetectorCalls(_Calls):
