@@ -200,9 +200,9 @@ def test_a_large_table_is_moved_and_given_back_without_losing_a_scope() -> None:
 
 @pytest.mark.parametrize("fill", [1, 2, 3, 7, 16, 29, 30])
 def test_a_scan_counts_only_hashes_equal_in_both_halves(fill: int) -> None:
-    # The compiled scan compares two hashes a step as 32-bit halves: a record
-    # whose hash shares only its low or only its high half with the call's
-    # must not count, at every fill (odd ones leave a last hash on its own).
+    # A record whose hash shares only its low or only its high 32 bits with
+    # the call's must not count, at every fill: a count that compares the
+    # args column a few hashes a step (or in halves) must still be exact.
     probe = 0x0123_4567_89AB_CDEF
     near = [
         probe ^ (1 << 40),  # the same low half

@@ -4,40 +4,6 @@
 # variant table are in _ring_churn.pxi.
 
 
-cdef extern from *:
-    """
-    /* How many of a row's n args hashes equal ``v``? The count every scan
-       starts with. SSE2 has no 64-bit compare: equal 32-bit halves are
-       ANDed with their swapped neighbours, giving all-ones 64-bit lanes for
-       equal hashes, which subtract one each from the sum. */
-    #if defined(__SSE2__)
-    #include <emmintrin.h>
-    #endif
-    static inline int64_t lc_count_equal(const uint64_t *a, Py_ssize_t n, uint64_t v) {
-        Py_ssize_t i = 0;
-        int64_t count = 0;
-    #if defined(__SSE2__)
-        const __m128i want = _mm_set1_epi64x((long long)v);
-        __m128i sum = _mm_setzero_si128(), eq;
-        int64_t lanes[2];
-        for (; i + 2 <= n; i += 2) {
-            eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(a + i)), want);
-            eq = _mm_and_si128(eq, _mm_shuffle_epi32(eq, _MM_SHUFFLE(2, 3, 0, 1)));
-            sum = _mm_sub_epi64(sum, eq);
-        }
-        _mm_storeu_si128((__m128i *)lanes, sum);
-        count = lanes[0] + lanes[1];
-    #endif
-        for (; i < n; i++)
-            count += a[i] == v;
-        return count;
-    }
-    """
-    int64_t count_equal "lc_count_equal" (
-        const uint64_t *a, Py_ssize_t n, uint64_t v
-    ) noexcept nogil
-
-
 cdef int64_t name_find(RingStore self, object name) except -2:
     """The name's index, or -1 when no record uses it (caller holds the lock)."""
     if not GIL_DISABLED and name is self.last_tool:
@@ -340,6 +306,7 @@ cdef int row_scan(
     cdef Py_ssize_t h = self.history_size
     cdef Py_ssize_t count = meta_at(self, row)[0].fill
     cdef Py_ssize_t newest = meta_at(self, row)[0].head
+    cdef Py_ssize_t i
     memset(out, 0, sizeof(Scan))
     if count == 0:
         return 0 >= alarm or 0 >= unknown_alarm
@@ -348,11 +315,13 @@ cdef int row_scan(
     cdef Cols c
     cols_of(meta_at(self, row), &c)
     cdef uint64_t *args = c.args
+    cdef int64_t recent = 0
     # Most calls are new: no earlier record has their hash, so there is no
     # §8.1 streak, no ping-pong (that needs h == B, an earlier hash) and no
     # churn (h must be a variant). Counting matches in memory order is one
-    # tight loop, two hashes a step; the walks are for the rest.
-    cdef int64_t recent = count_equal(args, count, args_hash)
+    # tight loop the compiler vectorises; the walks are for the rest.
+    for i in range(count):
+        recent += args[i] == args_hash
     out.recent = recent
     out.paired_hash = args[newest]
     tool_walk(&c, newest, count, h, tool_index, out)
