@@ -196,3 +196,26 @@ def test_a_large_table_is_moved_and_given_back_without_losing_a_scope() -> None:
     for n, key in enumerate(keys):
         window = store.window((None, fresh(key[1])))
         assert [record[1] for record in window] == ([] if n % 5 == 1 else [n]), n
+
+
+@pytest.mark.parametrize("fill", [1, 2, 3, 7, 16, 29, 30])
+def test_a_scan_counts_only_hashes_equal_in_both_halves(fill: int) -> None:
+    # A record whose hash shares only its low or only its high 32 bits with
+    # the call's must not count, at every fill: a count that compares the
+    # args column a few hashes a step (or in halves) must still be exact.
+    probe = 0x0123_4567_89AB_CDEF
+    near = [
+        probe ^ (1 << 40),  # the same low half
+        probe ^ 1,  # the same high half
+        probe,
+        (probe << 32 | probe >> 32) & (2**64 - 1),  # the halves swapped
+    ]
+    python, compiled = stores(30, 10)
+    for i in range(fill):
+        python.scan_append(("s", "r"), "read", near[i % len(near)], None, 99, 99)
+        compiled.scan_append(("s", "r"), "read", near[i % len(near)], None, 99, 99)
+    want = python.scan(("s", "r"), "read", probe, 0, 99)  # alarm 0: always the stats
+    got = compiled.scan(("s", "r"), "read", probe, 0, 99)
+    assert got == want
+    assert want is not None
+    assert want.recent == sum(near[i % len(near)] == probe for i in range(fill))

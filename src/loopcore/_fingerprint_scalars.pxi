@@ -271,17 +271,24 @@ cdef int _put_long_text(Encoder *enc, int kind, const void *data, Py_ssize_t n) 
     return 0
 
 
-cdef int _put_str(Encoder *enc, PyObject *s) except -1:
+cdef inline int _put_str(Encoder *enc, PyObject *s) except -1:
+    # Inline at every caller: most strs are short ASCII (keys, names, small
+    # values), written in one step; a call to the general writer (whose
+    # prologue alone cost more than the copy) only for the rest.
+    cdef Py_ssize_t n = lc_short_ascii(s, enc.data + enc.size, enc.capacity - enc.size)
+    if n:
+        enc.size += n
+        return 0
+    return _put_str_long(enc, s)
+
+
+cdef int _put_str_long(Encoder *enc, PyObject *s) except -1:
     # UTF-8 straight from the str's own storage: no intermediate bytes, no
     # UTF-8 copy cached on the str, and lone surrogates need no error path.
     cdef Py_ssize_t n, worst, written
     cdef int kind
     cdef const void *data
     cdef unsigned char *out
-    n = lc_short_ascii(s, enc.data + enc.size, enc.capacity - enc.size)
-    if n:
-        enc.size += n
-        return 0
     lc_unicode_ready(s)
     n = lc_ulen(s)
     data = lc_udata(s)
@@ -349,14 +356,19 @@ cdef inline int _put_i64(Encoder *enc, int64_t x) except -1:
     return _put_head(enc, c'i', <uint64_t>x)
 
 
-cdef int _put_int(Encoder *enc, PyObject *v, bint exact) except -1:
-    # A real int subclass (IntEnum, ...) is read from its own digits, as
-    # int.__index__ does in the reference; its methods are never called.
-    cdef int overflow = 0
+cdef inline int _put_int(Encoder *enc, PyObject *v, bint exact) except -1:
+    # Inline at every caller for the common one-digit int; the rest out of line.
     cdef long long x
     if lc_compact_int(v, &x):
         return _put_i64(enc, <int64_t>x)
-    x = lc_as_longlong(v, &overflow)
+    return _put_wide_int(enc, v, exact)
+
+
+cdef int _put_wide_int(Encoder *enc, PyObject *v, bint exact) except -1:
+    # A real int subclass (IntEnum, ...) is read from its own digits, as
+    # int.__index__ does in the reference; its methods are never called.
+    cdef int overflow = 0
+    cdef long long x = lc_as_longlong(v, &overflow)
     if overflow == 0:
         return _put_i64(enc, <int64_t>x)
     return _put_big_int(enc, <object>v if exact else _int_index(<object>v))

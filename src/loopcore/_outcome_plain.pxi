@@ -32,6 +32,9 @@ from ._outcome_py import UNSET as _UNSET
 from ._outcome_py import hash_call as _py_hash_call
 
 cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
+# The "no value given" marker, held in C: each test is one pointer compare, not
+# a module-global look-up.
+cdef object C_UNSET = _UNSET
 cdef bytes C_RESULT_DOMAIN = _RESULT_DOMAIN
 cdef str RESULT_TAG = "result"
 cdef dict EMPTY_DETAILS = {}
@@ -169,19 +172,38 @@ cdef uint64_t hash_generic(object details, object text) except? 0:
         enc_free(&enc)
 
 
+cdef extern from *:
+    """
+    /* After a call that failed: 0 (cleared) for an Exception, -1 (kept) for
+       anything else (KeyboardInterrupt, SystemExit), as ``except Exception``. */
+    static int lc_clear_exception(void) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    """
+    int clear_exception "lc_clear_exception" () noexcept
+
+# plain_outcome_of as C sees it: -1 with an exception set when it failed. Called
+# through this type, the failure is the caller's to handle, without the cost of
+# a try statement (which saves and restores the handled exception) per outcome.
+ctypedef int (*plain_entry)(object, object, uint64_t *) noexcept
+
+
 cdef inline bint plain_outcome(object result, object error, uint64_t *out) except -1:
-    try:
-        return plain_outcome_of(result, error, out)
-    except Exception:
+    cdef int found = (<plain_entry>plain_outcome_of)(result, error, out)
+    if found == -1:
         # A key that collides with "content" and raises on ==, say: the reference
         # rules read the result safely and decide what it is.
-        return False
+        return clear_exception()
+    return found
 
 
 cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1:
-    if error is not _UNSET and error is not None:
+    if error is not C_UNSET and error is not None:
         return False
-    if result is _UNSET:
+    if result is C_UNSET:
         return False
     if type(result) is not dict:
         if is_plain_leaf(result):

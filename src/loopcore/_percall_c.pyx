@@ -13,6 +13,7 @@ methods the subclass defines (``_verdict``, ``_decide``, ``_observe``).
 cimport cython
 from cpython.contextvars cimport get_value
 from cpython.dict cimport PyDict_Next, PyDict_Size
+from cpython.exc cimport PyErr_Occurred
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport (
@@ -75,6 +76,10 @@ cdef enum:
     VERDICT_CACHE_SIZE = 4096
 
 cdef frozenset SPECIAL = SPECIAL_OUTCOME_TOOLS
+# Answers and types the common path returns or compares, held in C (no
+# module-global look-up per call).
+cdef object C_NOT_STUCK = NOT_STUCK
+cdef type SESSION_REF = SessionRef
 # The "active scope" default, held in C so that each call compares two pointers.
 cdef object ACTIVE = UNSCOPED
 
@@ -176,16 +181,17 @@ cdef class _Calls:
         # The entries are taken before hashing and must still be there after:
         # whatever ran meanwhile (a value's repr, another thread), the hash
         # is only remembered for the contents it was computed from.
-        cdef bint keep = type(args) is dict and memo_take(&fresh, tool_name, <dict>args)
-        try:
-            if not (keep and memo_call_hash(&fresh, tool_name, &found)):
-                found = call_hash(tool_name, args)
-        except BaseException:
-            if keep:
-                memo_release(&fresh)
-            raise
-        if not keep:
-            return found
+        if not (type(args) is dict and memo_take(&fresh, tool_name, <dict>args)):
+            return call_hash(tool_name, args)
+        # Called through views that leave a failure to this code (no try
+        # statement, which saves and restores the handled exception, per hash).
+        cdef int done = (<memo_hash_view>memo_call_hash)(&fresh, tool_name, &found)
+        if done == 0:
+            found = (<call_hash_view>call_hash)(tool_name, args)
+            if found == 0 and PyErr_Occurred() != NULL:
+                done = -1
+        if done == -1:
+            return release_failed(&fresh)
         if not memo_matches(&fresh, tool_name, args):
             memo_release(&fresh)
             return found
@@ -349,6 +355,9 @@ cdef class _Calls:
         return 0
 
 
+include "_percall_views.pxi"
+
+
 cdef class DetectorCalls(_Calls):
     """``LoopDetector``'s per-call methods."""
 
@@ -357,11 +366,11 @@ cdef class DetectorCalls(_Calls):
         key = self.key_of(session, run_id)
         valid_tool(tool_name)
         if not self._enabled:
-            return NOT_STUCK
+            return C_NOT_STUCK
         cdef int64_t key_hash = self.warm(key)
         cdef uint64_t args_hash = self.args_hash(tool_name, args)
         verdict = self.verdict_of(key, key_hash, tool_name, args, args_hash, False, None)
-        return NOT_STUCK if verdict is None else verdict
+        return C_NOT_STUCK if verdict is None else verdict
 
     def record_call(self, tool_name, args, tool_call_id=None, *, session=None, run_id=None):
         """Append a call (without outcome) to its scope's history."""
@@ -444,7 +453,7 @@ cdef class GuardCalls(_Calls):
         active = <tuple>get_value(self._scope_var)
         if session is ACTIVE:
             session = active[0]
-            if type(session) is SessionRef:  # as the tables hold a host object
+            if type(session) is SESSION_REF:  # as the tables hold a host object
                 session = (<object>session).value
         if run_id is ACTIVE:
             run_id = active[1]
@@ -463,12 +472,18 @@ cdef class GuardCalls(_Calls):
         if not self._enabled:
             self.append(key, tool_name, args_hash, tool_call_id)
             return self._allowed
-        try:
-            verdict = self.verdict_of(
-                key, key_hash, tool_name, args, args_hash, True, tool_call_id
-            )
-        except Exception as exc:  # SPEC §8.2: a check that fails blocks
-            return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
+        # Through a view that leaves a failure here: the try statement (which
+        # saves and restores the handled exception) runs only when one came.
+        cdef PyObject *found = (<verdict_view>scan_verdict)(
+            self, key, key_hash, tool_name, args, args_hash, tool_call_id
+        )
+        if found == NULL:
+            try:
+                raise_pending()
+            except Exception as exc:  # SPEC §8.2: a check that fails blocks
+                return self._fail_closed(exc, tool_name, args_hash, key, tool_call_id)
+        verdict = <object>found
+        ref_drop(found)  # the view's reference: ``verdict`` holds its own
         if verdict is None or not verdict.stuck:
             if verdict is not None:  # quiet scans appended the call already
                 self.append(key, tool_name, args_hash, tool_call_id)
@@ -501,4 +516,4 @@ cdef class GuardCalls(_Calls):
             self._observe(record, tool_name, args, key)
         if self._noted and key in self._noted:
             return self._annotated(record, key, result)
-        return None if result is UNSET else result
+        return None if result is C_UNSET else result

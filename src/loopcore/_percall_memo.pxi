@@ -3,6 +3,9 @@
 # hash it once; a memo holds owned references, so identity means the same value.)
 
 
+from cpython.exc cimport PyErr_Fetch, PyErr_Restore
+
+
 cdef extern from *:
     """
     /* A dict's version tag (PEP 509): every change to a dict gives it a new
@@ -143,3 +146,25 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
         return 1
     finally:
         enc_free(&enc)
+
+
+# memo_call_hash and call_hash as C sees them: a failure is left to the caller
+# (``args_hash``), which releases the memo it took without a try statement per
+# hash (a try saves and restores the handled exception each time).
+ctypedef int (*memo_hash_view)(Memo *, object, uint64_t *) noexcept
+ctypedef uint64_t (*call_hash_view)(object, object) noexcept
+
+
+cdef uint64_t release_failed(Memo *memo) except? 0:
+    """Release a memo taken for a hash that failed; the failure stays the one raised.
+
+    The exception is put aside meanwhile: a finaliser the release runs must
+    not find one pending.
+    """
+    cdef PyObject *kind
+    cdef PyObject *value
+    cdef PyObject *trace
+    PyErr_Fetch(&kind, &value, &trace)
+    memo_release(memo)
+    PyErr_Restore(kind, value, trace)
+    return 0

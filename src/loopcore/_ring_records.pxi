@@ -157,8 +157,10 @@ for _index, _name in enumerate(_RECORD_FIELDS):
     RECORD_OFFSETS[_index] = member_offset(CallRecord.__dict__[_name])
     FAST_RECORDS = FAST_RECORDS and RECORD_OFFSETS[_index] > 0
 cdef PyTypeObject *RECORD_TYPE = <PyTypeObject*>CallRecord
-# The outcome kinds' names by code, read without a module lookup.
+# The outcome kinds' names by code, and the session wrapper's type, read
+# without a module lookup.
 cdef tuple KIND_NAMES = OUTCOME_KINDS
+cdef type SESSION_REF = SessionRef
 
 
 # The record built last for an outcome (GIL builds only: a refcount of one must
@@ -183,7 +185,7 @@ cdef object make_record(
     cdef object no_progress = (flags & NO_PROGRESS) != 0
     cdef tuple key_tuple = <tuple>key
     session = key_tuple[0]
-    if type(session) is SessionRef:
+    if type(session) is SESSION_REF:
         session = (<object>session).value  # the host's own session object
     # Only records of builtin values are kept: a spare must never keep a host's
     # session alive, nor run its finaliser when refilled.
