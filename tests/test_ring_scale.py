@@ -219,3 +219,34 @@ def test_a_scan_counts_only_hashes_equal_in_both_halves(fill: int) -> None:
     assert got == want
     assert want is not None
     assert want.recent == sum(near[i % len(near)] == probe for i in range(fill))
+
+
+@pytest.mark.parametrize("scan", ["quiet", "alarmed", "appended", "churn"])
+def test_a_scanned_scope_is_the_newest_when_the_next_scope_evicts(scan: str) -> None:
+    # The compiled scan marks its row used only after scanning it (the LRU move's
+    # writes wait for the row's lines): the order an eviction reads is the Python
+    # twin's whether the scan was quiet, alarmed, appended its call, or walked a
+    # churn of more variants than the stack table holds.
+    def drive(store: Any) -> list[list[list[Any]]]:
+        keys = [(None, f"run-{n}") for n in range(4)]
+        for n, key in enumerate(keys):
+            for j in range(12):
+                store.attach(key, "read", 100 + j % 10, None, 7, None, no_progress=True)
+            store.append(key, "read", n, None)
+        oldest = keys[0]
+        if scan == "quiet":
+            assert store.scan(oldest, "read", 99, 50, 50) is None
+        elif scan == "alarmed":
+            assert store.scan(oldest, "read", 0, 1, 50) is not None
+        elif scan == "appended":
+            assert store.scan_append(oldest, "read", 99, None, 50, 50) is None
+        else:
+            assert store.scan(oldest, "read", 100, 2, 50) is not None
+        store.append((None, "run-new"), "read", 5, None)  # evicts the least recently used
+        return [raw(store.window(key)) for key in [*keys, (None, "run-new")]]
+
+    python, compiled = stores(30, 4)
+    want = drive(python)
+    assert want[0] != []  # the scanned scope stayed,
+    assert want[1] == []  # the next one went
+    assert drive(compiled) == want

@@ -336,7 +336,11 @@ cdef class RingStore:
         cdef bint cold = key is not self.found_key
         cdef int gc_was = enter(self)
         try:
-            row = row_find(self, key, key_hash)
+            # Marked used only after the scan (nothing reads the LRU order before,
+            # and the name lookup of an exact str cannot fail): the move writes the
+            # neighbours' bookkeeping, and a store to a line not yet cached holds up
+            # every store after it, where a scan waiting for its records hides it.
+            row = row_seek(self, key, key_hash)
             if row >= 0 and cold:
                 row_prefetch(self, row)
             tool_index = name_find(self, tool_name)
@@ -345,6 +349,7 @@ cdef class RingStore:
                 alarmed = 0 >= alarm or 0 >= unknown_alarm
             else:
                 alarmed = row_scan(self, row, tool_index, args_hash, alarm, unknown_alarm, out)
+                lru_touch(self, <int32_t>row)
                 if alarmed == NEED_VARIANTS:
                     # A rare churn of many variants: the heap table, then the scan again.
                     grow_variants(self, meta_at(self, row)[0].fill)

@@ -9,6 +9,15 @@
 
 cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2:
     """The key's row, marked most recently used; -1 when the scope has none."""
+    cdef Py_ssize_t row = row_seek(self, key, key_hash)
+    if row >= 0:
+        lru_touch(self, <int32_t>row)
+    return row
+
+
+cdef Py_ssize_t row_seek(RingStore self, object key, int64_t key_hash) except -2:
+    """``row_find`` without marking the row used: the caller does (``lru_touch``)
+    before anything reads the LRU order (see ``scan_raw``)."""
     cdef Py_ssize_t row
     cdef RowMeta *m
     if key is self.found_key:
@@ -26,7 +35,6 @@ cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2
             self.found_key = key
             self.found_row = row
             self.found_hash = key_hash
-    lru_touch(self, <int32_t>row)
     return row
 
 
@@ -110,9 +118,16 @@ cdef inline void prefetch_lines(const char *start, Py_ssize_t size) noexcept nog
 
 cdef void row_prefetch(RingStore self, Py_ssize_t row) noexcept:
     """Ask for the lines of the row a call writes once found (``table_prefetch``
-    asked for those it reads): the next slot's, and the call ids' when it has them.
+    asked for those it reads): its LRU neighbours' bookkeeping, the next slot's,
+    and the call ids' when it has them.
     """
     cdef RowMeta *m = meta_at(self, row)
+    # Marking the row used writes both LRU neighbours' bookkeeping: asked for
+    # now, they arrive while the scan waits for the row's records.
+    if m.older >= 0:
+        prefetch_write(meta_at(self, m.older))
+    if m.newer >= 0:
+        prefetch_write(meta_at(self, m.newer))
     if m.block == NULL:
         return
     cdef Cols c
