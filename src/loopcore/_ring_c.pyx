@@ -443,16 +443,17 @@ cdef class RingStore:
                     &outcome, unknown,
                 )
             if slot >= 0:
-                cols_of(meta_at(self, row), &c)
-                stored_tool = self.names[c.tool[slot]]
-                stored_args = c.args[slot]
-                stored_id = slot_id(self, row, slot)
-                ts = c.ts[slot]
-                stored.flags = c.flag[slot]
-                stored.result = c.result[slot]
-                stored.identity = c.identity[slot] if stored.flags & HAS_IDENTITY else 0
-                if stored.flags & HAS_UNKNOWN:
-                    stored_unknown = self.names[c.unknown[slot]]
+                if want_record:  # nobody reads the stored fields otherwise
+                    cols_of(meta_at(self, row), &c)
+                    stored_tool = self.names[c.tool[slot]]
+                    stored_args = c.args[slot]
+                    stored_id = slot_id(self, row, slot)
+                    ts = c.ts[slot]
+                    stored.flags = c.flag[slot]
+                    stored.result = c.result[slot]
+                    stored.identity = c.identity[slot] if stored.flags & HAS_IDENTITY else 0
+                    if stored.flags & HAS_UNKNOWN:
+                        stored_unknown = self.names[c.unknown[slot]]
             else:
                 now = wall_clock()
                 row_append(
