@@ -176,6 +176,12 @@ def settled():
     return _ring_c._slab_stats()
 kept = fill("parent")
 parent = settled()
+if sys.platform.startswith("linux"):
+    # The scheduling policy of each thread but the interpreter's own.
+    parent["policies"] = [
+        os.sched_getscheduler(int(tid)) for tid in os.listdir("/proc/self/task")
+        if int(tid) != os.getpid()
+    ]
 out = {"parent": parent}
 if sys.argv[1] == "fork":
     read, write = os.pipe()
@@ -217,9 +223,10 @@ def probe(mode: str, **env: str) -> dict[str, Any]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the thread is Linux's")
 def test_a_large_slab_gets_chunks_faulted_in_by_the_thread() -> None:
     parent = probe("once")["parent"]
-    if parent["refused"]:  # pragma: no cover - a kernel before 5.14
-        pytest.skip("the kernel refuses MADV_POPULATE_WRITE")
+    assert not parent["refused"]
     assert parent["thread"]
+    # It runs at idle priority: only on a core nothing else wants.
+    assert parent["policies"] == [os.SCHED_IDLE]
     assert parent["taken"] > 0
     assert parent["prefaulted"] >= parent["taken"]
     # The reserve is bounded: at most 8 chunks of 2 MiB wait, one per 128 in use.
@@ -231,7 +238,7 @@ def test_a_fork_child_keeps_working_and_gets_its_own_thread() -> None:
     report = probe("fork")
     child = report["child"]
     assert child["intact"]
-    if report["parent"]["refused"]:  # pragma: no cover - no thread to restart
+    if not sys.platform.startswith("linux"):  # no thread to restart elsewhere
         return
     # The parent's ready chunks are dropped in the child; its own thread fills again.
     assert child["before"]["ready"] == 0

@@ -14,23 +14,23 @@
  * of the smaller blocks behind them, which the larger ones then fill). Memory
  * is never given back to the system: new scopes reuse it.
  *
- * On Linux (MADV_POPULATE_WRITE, 5.14+), once the slab has mapped enough that
- * faults matter, a plain pthread keeps a few chunks mapped and already faulted
- * in, ready to be taken: the faults happen on that thread. It never touches a
- * Python object or the GIL, a caller never waits for it (one that finds no
+ * On Linux, once the slab has mapped enough that faults matter, a plain
+ * pthread keeps a few chunks mapped and already faulted in, ready to be taken:
+ * the faults happen on that thread. It maps each chunk itself and writes one
+ * byte of each page before handing it over, so no caller sees the chunk while
+ * it is written (a page fault of one mapping holds no lock a caller's own
+ * mmap waits for, on kernels with per-mapping fault locks). It never touches
+ * a Python object or the GIL, a caller never waits for it (one that finds no
  * ready chunk, or the hand-over busy, maps its own chunk as before), and the
  * ready chunks are bounded (about 1/128 of the slab, at most 16 MiB). It runs
- * at the callers' priority and faults a chunk in steps of 128 KiB: the
- * advice holds the process's memory-map lock, which a caller's own mmap (of
- * an allocator arena, say) waits for. At idle priority a busy machine starves
- * the thread (and may do so while it holds that lock): callers then fault
- * their own pages, and at 300,000 scopes the p99 went back to what it was
- * without the thread.
- * LOOPCORE_PREFAULT=0 in the environment keeps it from starting; so does a
- * kernel without the advice (the thread stops at its first refusal). After a
- * fork the child drops the parent's ready chunks and starts its own thread
- * when it next needs a chunk. Elsewhere chunks are mapped (or malloc'd) on
- * demand, with no thread.
+ * at idle priority: it only takes a core nothing else wants, so on a busy
+ * machine it falls behind and callers fault their own pages, as without it.
+ * (At the callers' priority, 1,000,000 live scopes on a quiet 2-core VM had
+ * the same p99.9 and more multi-millisecond slowest calls.)
+ * LOOPCORE_PREFAULT=0 in the environment keeps it from starting. After a fork
+ * the child drops the parent's ready chunks and starts its own thread when it
+ * next needs a chunk. Elsewhere chunks are mapped (or malloc'd) on demand,
+ * with no thread.
  *
  * Callers hold the GIL or, without one, a thread state: the slab's own lock
  * (_lock.h) guards the pages, their lists and free blocks; the hand-over to
@@ -62,10 +62,8 @@
 
 #if defined(__linux__)
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* the kernel's value; older headers lack it */
-#endif
 #define LOOPCORE_SLAB_PREFAULT 1
 #else
 #define LOOPCORE_SLAB_PREFAULT 0
@@ -81,8 +79,8 @@
  * 0.5% for the blocks of a 30-record row; 2% with pages of 32 KiB). */
 #define LOOPCORE_SLAB_PAGE ((size_t)64 << 10)
 #define LOOPCORE_SLAB_PAGES (LOOPCORE_SLAB_CHUNK / LOOPCORE_SLAB_PAGE)
-/* Bytes the thread faults in per advice (the memory-map lock is held for one). */
-#define LOOPCORE_SLAB_STEP ((size_t)128 << 10)
+/* The thread writes one byte per this many (the smallest page size there is). */
+#define LOOPCORE_SLAB_TOUCH ((size_t)4096)
 /* Chunks mapped before the thread starts (16 MiB): small stores never get one. */
 #define LOOPCORE_SLAB_THREAD_AFTER 8
 /* Ready chunks: at most this many (16 MiB), and one per 128 chunks of the slab
@@ -122,7 +120,7 @@ typedef struct {
     size_t prefaulted; /* chunks the thread faulted in (its count: under its mutex) */
     int ready;         /* ready chunks now */
     int thread;        /* 1: this process has a running prefault thread */
-    int refused;       /* 1: switched off, or the kernel refused the advice */
+    int refused;       /* 1: switched off, or the thread could not start or map */
 } loopcore_slab_stats;
 
 static struct {
@@ -148,7 +146,7 @@ static pthread_cond_t loopcore_slab_wake = PTHREAD_COND_INITIALIZER;
 static char *loopcore_slab_ready[LOOPCORE_SLAB_READY_MAX];
 static int loopcore_slab_ready_count;
 static int loopcore_slab_target = 1;
-static int loopcore_slab_stopped; /* the thread ended (the advice was refused) */
+static int loopcore_slab_stopped; /* the thread ended (it could not map a chunk) */
 static size_t loopcore_slab_prefaulted;
 #endif
 
@@ -182,7 +180,10 @@ static char *loopcore_slab_map(void) {
 #if LOOPCORE_SLAB_PREFAULT
 
 static void *loopcore_slab_prefault(void *unused) {
+    struct sched_param idle;
     (void)unused;
+    memset(&idle, 0, sizeof(idle));
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle); /* best effort */
     pthread_mutex_lock(&loopcore_slab_hand);
     for (;;) {
         while (loopcore_slab_ready_count >= loopcore_slab_target) {
@@ -190,22 +191,24 @@ static void *loopcore_slab_prefault(void *unused) {
         }
         pthread_mutex_unlock(&loopcore_slab_hand);
         char *chunk = loopcore_slab_map();
-        /* The advice faults every page in, writable, and changes no byte. */
-        int faulted = chunk != NULL;
         size_t done;
-        for (done = 0; faulted && done < LOOPCORE_SLAB_CHUNK; done += LOOPCORE_SLAB_STEP) {
-            faulted = madvise(chunk + done, LOOPCORE_SLAB_STEP, MADV_POPULATE_WRITE) == 0;
+        /* Fresh pages read as zero: writing a zero faults each in and changes
+         * nothing (the chunk is this thread's until handed over). */
+        for (done = 0; chunk != NULL && done < LOOPCORE_SLAB_CHUNK;
+             done += LOOPCORE_SLAB_TOUCH) {
+            ((volatile char *)chunk)[done] = 0;
         }
         pthread_mutex_lock(&loopcore_slab_hand);
-        if (chunk != NULL && loopcore_slab_ready_count < LOOPCORE_SLAB_READY_MAX) {
-            /* Faulted or not, the chunk is good memory: it is handed over. */
-            loopcore_slab_ready[loopcore_slab_ready_count++] = chunk;
-            loopcore_slab_prefaulted += faulted;
-        }
-        if (!faulted) {
-            /* No advice (an older kernel), or no memory: callers fault their own. */
+        if (chunk == NULL) {
+            /* No memory: callers map (and fault) their own from now on. */
             loopcore_slab_stopped = 1;
             break;
+        }
+        if (loopcore_slab_ready_count < LOOPCORE_SLAB_READY_MAX) {
+            loopcore_slab_ready[loopcore_slab_ready_count++] = chunk;
+            loopcore_slab_prefaulted++;
+        } else {
+            munmap(chunk, LOOPCORE_SLAB_CHUNK);
         }
     }
     pthread_mutex_unlock(&loopcore_slab_hand);
