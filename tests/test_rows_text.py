@@ -25,6 +25,7 @@ from loopcore.formats import _fast
 from loopcore.formats._load import read_lines
 
 from .conftest import TWINS, use_twin
+from .test_rows_twins import _table as twins_table
 
 pytestmark = [
     pytest.mark.skipif(not _fast.AVAILABLE, reason="msgspec is not installed"),
@@ -195,17 +196,7 @@ def _line(draw: st.DrawFn) -> bytes:
 
 
 def _table(traces: Any, err: str) -> tuple[Any, ...]:
-    table = traces.table
-    return (
-        table.hashes.tobytes(),
-        table.flags.tobytes(),
-        table.scope.tobytes(),
-        [(repr(s), r) for s, r in table.scopes],
-        sorted(table.names.items()),
-        traces.lines.tobytes(),
-        traces.files,
-        err,
-    )
+    return (*twins_table(traces), err)
 
 
 def _read(lines: list[bytes], way: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:

@@ -150,26 +150,7 @@ static const unsigned char *lc_event_string(const unsigned char *p, const unsign
     p++;
     for (;;) {
         unsigned char c;
-#if defined(__SSE2__)
-        {
-            const __m128i quote = _mm_set1_epi8('"');
-            const __m128i slash = _mm_set1_epi8('\\');
-            const __m128i space = _mm_set1_epi8(0x20);
-            while (end - p >= 16) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-                __m128i stop = _mm_or_si128(
-                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
-                    _mm_cmplt_epi8(v, space));
-                int bits = _mm_movemask_epi8(stop);
-                if (bits == 0) {
-                    p += 16;
-                    continue;
-                }
-                p += __builtin_ctz((unsigned int)bits);
-                break;
-            }
-        }
-#endif
+        p = lc_json_plain16(p, end);
         while (p < end && lc_canon_plain(*p))
             p++;
         if (p >= end)

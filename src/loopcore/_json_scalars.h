@@ -97,6 +97,33 @@ static inline int lc_canon_plain(unsigned char c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
+/* Past the run of plain string bytes that starts at ``p``, taken 16 at a time
+ * while 16 remain: a quote, a backslash, a control or a non-ASCII byte stops
+ * it (a signed compare with 0x20 catches the last two); the byte loop after it
+ * finishes the run. Without SSE2, ``p`` itself. */
+static inline const unsigned char *lc_json_plain16(const unsigned char *p,
+                                                   const unsigned char *end)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i slash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i stop = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+            _mm_cmplt_epi8(v, space));
+        int bits = _mm_movemask_epi8(stop);
+        if (bits != 0)
+            return p + __builtin_ctz((unsigned int)bits);
+        p += 16;
+    }
+#else
+    (void)end;
+#endif
+    return p;
+}
+
 /* A string (``r->p`` on its opening quote) as ``s`` + length + UTF-8.
  *
  * Its decoded bytes are never more than the text they come from (an escape is
@@ -115,31 +142,12 @@ static int lc_canon_string(lc_canon_reader *r)
     out = b->data + head + 9;
     for (;;) {
         unsigned char c;
-#if defined(__SSE2__)
-        /* 16 bytes at a time up to the first quote, backslash, control or
-         * non-ASCII byte (a signed compare with 0x20 catches both). */
         {
-            const __m128i quote = _mm_set1_epi8('"');
-            const __m128i slash = _mm_set1_epi8('\\');
-            const __m128i space = _mm_set1_epi8(0x20);
-            while (end - p >= 16) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-                __m128i stop = _mm_or_si128(
-                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
-                    _mm_cmplt_epi8(v, space));
-                int bits = _mm_movemask_epi8(stop);
-                _mm_storeu_si128((__m128i *)(void *)out, v);
-                if (bits == 0) {
-                    p += 16;
-                    out += 16;
-                    continue;
-                }
-                p += __builtin_ctz((unsigned int)bits);
-                out += __builtin_ctz((unsigned int)bits);
-                break;
-            }
+            const unsigned char *run = lc_json_plain16(p, end);
+            memcpy(out, p, (size_t)(run - p));
+            out += run - p;
+            p = run;
         }
-#endif
         while (p < end && lc_canon_plain(*p))
             *out++ = *p++;
         if (p >= end)
