@@ -150,7 +150,9 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
 
 # memo_call_hash and call_hash as C sees them: a failure is left to the caller
 # (``args_hash``), which releases the memo it took without a try statement per
-# hash (a try saves and restores the handled exception each time).
+# hash (a try saves and restores the handled exception each time). The caller
+# tests each function's own error value (-1; 0 with an exception set): a change
+# to either function's ``except`` clause must change that test with it.
 ctypedef int (*memo_hash_view)(Memo *, object, uint64_t *) noexcept
 ctypedef uint64_t (*call_hash_view)(object, object) noexcept
 

@@ -12,7 +12,9 @@ cdef object scan_verdict(
     return calls.verdict_of(key, key_hash, tool_name, args, args_hash, True, tool_call_id)
 
 
-# scan_verdict as C sees it: a new reference, or NULL with an exception set.
+# scan_verdict as C sees it: a new reference, or NULL with an exception set
+# (the error value of a cdef function returning an object; before_call tests it
+# and drops the reference itself).
 ctypedef PyObject *(*verdict_view)(
     _Calls, object, int64_t, object, object, uint64_t, object
 ) noexcept
