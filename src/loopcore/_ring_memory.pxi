@@ -19,29 +19,31 @@ cdef inline object exact(object name):
     return str.__str__(name)
 
 
-cdef void *checked_realloc(void *old, size_t count, size_t size) except NULL:
+cdef inline size_t alloc_bytes(size_t count, size_t size) except? 0:
+    """The bytes of ``count`` items of ``size`` (1 for none: never a zero-size
+    allocation); MemoryError past half the address space."""
     if size and count > (<size_t>-1) // size // 2:
         raise MemoryError()
-    cdef void *fresh = PyMem_Realloc(old, count * size if count else 1)
+    return count * size if count else 1
+
+
+cdef void *checked_realloc(void *old, size_t count, size_t size) except NULL:
+    cdef void *fresh = PyMem_Realloc(old, alloc_bytes(count, size))
     if fresh == NULL:
         raise MemoryError()
     return fresh
 
 
 cdef void *checked_raw_realloc(void *old, size_t count, size_t size) except NULL:
-    if size and count > (<size_t>-1) // size // 2:
-        raise MemoryError()
-    cdef void *fresh = PyMem_RawRealloc(old, count * size if count else 1)
+    cdef void *fresh = PyMem_RawRealloc(old, alloc_bytes(count, size))
     if fresh == NULL:
         raise MemoryError()
     return fresh
 
 
 cdef void *checked_raw_malloc(size_t count, size_t size) except NULL:
-    # Row blocks come from the raw allocator: no GIL needed, never a collection.
-    if size and count > (<size_t>-1) // size // 2:
-        raise MemoryError()
-    cdef void *block = PyMem_RawMalloc(count * size if count else 1)
+    # The raw allocator: no GIL needed, never a collection.
+    cdef void *block = PyMem_RawMalloc(alloc_bytes(count, size))
     if block == NULL:
         raise MemoryError()
     return block

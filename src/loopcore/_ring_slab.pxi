@@ -23,9 +23,7 @@ cdef extern from "_ring_slab.h":
 
 cdef void *block_alloc(size_t count, size_t size) except NULL:
     """Room for ``count`` items of ``size`` bytes in a row (freed by ``block_free``)."""
-    if size and count > (<size_t>-1) // size // 2:
-        raise MemoryError()
-    cdef void *block = slab_alloc(count * size if count else 1)
+    cdef void *block = slab_alloc(alloc_bytes(count, size))
     if block == NULL:
         raise MemoryError()
     return block

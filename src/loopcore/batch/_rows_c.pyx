@@ -60,6 +60,20 @@ cdef extern from "_json_canon.h":
         size_t name_size, const unsigned char *args, size_t args_size, int untitled,
         uint64_t *hash,
     ) noexcept
+    # The reader's buffer and string step, for a line read from its text (_rows_line.pxi).
+    ctypedef struct lc_canon_buf:
+        unsigned char *data
+        size_t size
+    ctypedef struct lc_canon_reader:
+        const unsigned char *p
+        const unsigned char *end
+        lc_canon_buf *out
+        int untitled
+    void lc_canon_init(lc_canon_buf *b) noexcept
+    void lc_canon_free(lc_canon_buf *b) noexcept
+    unsigned char *lc_canon_room(lc_canon_buf *b, size_t n) noexcept
+    int lc_canon_string(lc_canon_reader *r) noexcept
+    uint64_t loopcore_xxh3_64(const void *data, size_t size) noexcept
 
 include "_rows_line.pxi"
 include "_rows_exec.pxi"

@@ -16,21 +16,6 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char *data, Py_ssize_t size, const char *errors)
 
-cdef extern from "_json_canon.h":
-    ctypedef struct lc_canon_buf:
-        unsigned char *data
-        size_t size
-    ctypedef struct lc_canon_reader:
-        const unsigned char *p
-        const unsigned char *end
-        lc_canon_buf *out
-        int untitled
-    void lc_canon_init(lc_canon_buf *b) noexcept
-    void lc_canon_free(lc_canon_buf *b) noexcept
-    unsigned char *lc_canon_room(lc_canon_buf *b, size_t n) noexcept
-    int lc_canon_string(lc_canon_reader *r) noexcept
-    uint64_t loopcore_xxh3_64(const void *data, size_t size) noexcept
-
 cdef extern from "_json_event.h":
     int LC_EVENT_OK
     enum:
