@@ -8,6 +8,13 @@ offsets, so no verdict fires. Times are per cycle. ``LOOPCORE_BENCH_SCALE_MAX``
 adds a leg of that many scopes (e.g. 1000000: filling them takes the baseline
 leg minutes, so it is not run by default).
 
+The legs above run one after another, so a change of the machine's load
+between them moves their ratio (the spread). ``LOOPCORE_BENCH_SPREAD=1`` adds
+``test_live_scopes_interleaved``: the same legs built side by side and timed
+round by round in turn (a round of each leg, then the next round), which
+prints each leg's median and the spread of the medians; a load that comes and
+goes then weighs on every leg alike. It holds every leg's scopes at once.
+
 Memory: resident-set growth for 100,000 scopes with 30 recorded calls each,
 without call ids and with a unique ``tool_call_id`` per call, measured by
 ``memory_probe.py`` in a fresh subprocess per leg; reported as bytes per scope
@@ -19,14 +26,19 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
+from baseline import BaselineDetector
+from loopcore import LoopDetector
 from workloads import ARGS, TOOL, make_detector, per_call_cycle
 
 if TYPE_CHECKING:
@@ -39,12 +51,15 @@ SCOPE_COUNTS = [1, 1_000, 100_000]
 SCALE_MAX = int(os.environ.get("LOOPCORE_BENCH_SCALE_MAX", "0"))
 if SCOPE_COUNTS[-1] < SCALE_MAX:
     SCOPE_COUNTS.append(SCALE_MAX)
+SPREAD = bool(os.environ.get("LOOPCORE_BENCH_SPREAD"))
 MEMORY_SCOPES = 100_000
 PROBE = Path(__file__).with_name("memory_probe.py")
 
 
-@pytest.mark.parametrize("scopes", SCOPE_COUNTS, ids=lambda n: f"scopes{n}")
-def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None:
+def _filled(
+    leg: str, scopes: int
+) -> tuple[LoopDetector | BaselineDetector, list[str], Callable[[], None]]:
+    """The leg's detector with every scope's ring full, its run ids, and the timed cycle."""
     detector = make_detector(leg, max_scopes=max(scopes, 100_000))
     run_ids = [f"run-{k}" for k in range(scopes)]
     for run_id in run_ids:
@@ -53,7 +68,12 @@ def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None
     # Round-robin in a shuffled order: a gateway's scopes are not touched in allocation order.
     order = run_ids[:]
     random.Random(0).shuffle(order)
-    cycle = per_call_cycle(detector, run_ids=order, start=HISTORY * scopes)
+    return detector, run_ids, per_call_cycle(detector, run_ids=order, start=HISTORY * scopes)
+
+
+@pytest.mark.parametrize("scopes", SCOPE_COUNTS, ids=lambda n: f"scopes{n}")
+def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None:
+    detector, run_ids, cycle = _filled(leg, scopes)
 
     benchmark.group = f"live scopes: {scopes:,}"
     benchmark.extra_info["per"] = "cycle"
@@ -61,6 +81,26 @@ def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None
 
     for run_id in (run_ids[0], run_ids[-1]):
         assert len(detector.history(run_id=run_id)) == HISTORY
+
+
+@pytest.mark.skipif(not SPREAD, reason="set LOOPCORE_BENCH_SPREAD=1 to time the legs interleaved")
+def test_live_scopes_interleaved(leg: str) -> None:
+    legs = {scopes: _filled(leg, scopes) for scopes in SCOPE_COUNTS}
+    seconds: dict[int, list[float]] = {scopes: [] for scopes in SCOPE_COUNTS}
+    for _ in range(ROUNDS + 1):  # the first round of each leg warms it up
+        for scopes, (_, _, cycle) in legs.items():
+            started = time.perf_counter()
+            for _ in range(CYCLES_PER_ROUND):
+                cycle()
+            seconds[scopes].append((time.perf_counter() - started) / CYCLES_PER_ROUND)
+    medians = {scopes: statistics.median(times[1:]) for scopes, times in seconds.items()}
+    shown = ", ".join(f"{scopes:,}: {median * 1e9:.0f} ns" for scopes, median in medians.items())
+    spread = max(medians.values()) / min(medians.values())
+    print(f"\nlive scopes interleaved ({leg}, per cycle): {shown}; spread {spread:.2f}x")
+
+    for detector, run_ids, _ in legs.values():
+        for run_id in (run_ids[0], run_ids[-1]):
+            assert len(detector.history(run_id=run_id)) == HISTORY
 
 
 def _probe(leg: str, *args: str) -> dict[str, object]:
