@@ -15,22 +15,25 @@
  * is never given back to the system: new scopes reuse it.
  *
  * On Linux, once the slab has mapped enough that faults matter, a plain
- * pthread keeps a few chunks mapped and already faulted in, ready to be taken:
- * the faults happen on that thread. It maps each chunk itself and writes one
- * byte of each page before handing it over, so no caller sees the chunk while
- * it is written (a page fault of one mapping holds no lock a caller's own
- * mmap waits for, on kernels with per-mapping fault locks). It never touches
- * a Python object or the GIL, a caller never waits for it (one that finds no
- * ready chunk, or the hand-over busy, maps its own chunk as before), and the
- * ready chunks are bounded (about 1/128 of the slab, at most 16 MiB). It runs
- * at idle priority: it only takes a core nothing else wants, so on a busy
- * machine it falls behind and callers fault their own pages, as without it.
- * (At the callers' priority, 1,000,000 live scopes on a quiet 2-core VM had
- * the same p99.9 and more multi-millisecond slowest calls.)
- * LOOPCORE_PREFAULT=0 in the environment keeps it from starting. After a fork
- * the child drops the parent's ready chunks and starts its own thread when it
- * next needs a chunk. Elsewhere chunks are mapped (or malloc'd) on demand,
- * with no thread.
+ * pthread keeps a few chunks already faulted in, ready to be taken: the
+ * faults happen on that thread. Callers map the chunks (a few system calls
+ * for several chunks, when the reserve is half used) and the thread writes
+ * one byte of each page before handing a chunk back, so no caller sees a
+ * chunk while it is written. The thread makes no system call that changes
+ * the memory map, and its chunks are a mapping of their own (guard pages on
+ * each side): its page faults lock only that mapping, which no caller
+ * changes, so a caller's mmap or fault never waits for it even when the
+ * thread is off the core (before, the thread mapped its own chunks and a
+ * busy machine's callers waited up to 0.4 s for it: see loopcore_slab_queue).
+ * It never touches a Python object or the GIL, a caller never waits for it
+ * (one that finds no ready chunk, or the hand-over busy, maps its own chunk
+ * as before), and the reserve is bounded (about 1/128 of the slab, at most
+ * 16 MiB). It runs at idle priority: it only takes a core nothing else wants,
+ * so on a busy machine it falls behind and callers fault their own pages, as
+ * without it. LOOPCORE_PREFAULT=0 in the environment keeps it from starting.
+ * After a fork the child drops the parent's reserve and starts its own
+ * thread when it next needs a chunk. Elsewhere chunks are mapped (or
+ * malloc'd) on demand, with no thread.
  *
  * Callers hold the GIL or, without one, a thread state: the slab's own lock
  * (_lock.h) guards the pages, their lists and free blocks; the hand-over to
@@ -118,7 +121,9 @@ typedef struct {
     size_t pooled;     /* pages whose blocks were all freed, waiting for any class */
     size_t recycled;   /* pages taken back from the pool */
     size_t prefaulted; /* chunks the thread faulted in (its count: under its mutex) */
+    size_t regions;    /* mappings callers made for the thread to fault in */
     int ready;         /* ready chunks now */
+    int queued;        /* chunks mapped for the thread and not faulted in yet */
     int thread;        /* 1: this process has a running prefault thread */
     int refused;       /* 1: switched off, or the thread could not start or map */
 } loopcore_slab_stats;
@@ -139,46 +144,72 @@ static struct {
 } loopcore_slab;
 
 #if LOOPCORE_SLAB_PREFAULT
-/* The hand-over, under `loopcore_slab_hand`: the thread fills `ready` up to
- * `target` and waits on `loopcore_slab_wake`; callers take from it. */
+/* The hand-over, under `loopcore_slab_hand`: callers map chunks into `queued`
+ * and signal `loopcore_slab_wake`; the thread faults each in and moves it to
+ * `ready`, where callers take it. Queued, in the thread's hands (`faulting`)
+ * and ready together are never more than the reserve's target. */
 static pthread_mutex_t loopcore_slab_hand = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t loopcore_slab_wake = PTHREAD_COND_INITIALIZER;
 static char *loopcore_slab_ready[LOOPCORE_SLAB_READY_MAX];
 static int loopcore_slab_ready_count;
-static int loopcore_slab_target = 1;
-static int loopcore_slab_stopped; /* the thread ended (it could not map a chunk) */
+static char *loopcore_slab_queued[LOOPCORE_SLAB_READY_MAX];
+static int loopcore_slab_queued_count;
+static int loopcore_slab_faulting;
 static size_t loopcore_slab_prefaulted;
+static size_t loopcore_slab_regions; /* mappings callers made for the thread */
 #endif
 
-/* A chunk of fresh memory aligned to its size (a block finds its page from its
- * address), or NULL. */
-static char *loopcore_slab_map(void) {
+/* `count` chunks of fresh memory side by side, the first aligned to the chunk
+ * size (a block finds its page from its address), or NULL. `guarded`: with a
+ * page no one can use on either side, so that the system never merges them
+ * with a neighbouring mapping (see loopcore_slab_queue). */
+static char *loopcore_slab_map(size_t count, int guarded) {
 #if LOOPCORE_SLAB_MAPPED
-    size_t span = 2 * LOOPCORE_SLAB_CHUNK;
-    void *mapped = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t bytes = count * LOOPCORE_SLAB_CHUNK;
+    size_t guard = guarded ? (size_t)sysconf(_SC_PAGESIZE) : 0;
+    size_t span = bytes + LOOPCORE_SLAB_CHUNK + 2 * guard;
+    void *mapped = mmap(NULL, span, guarded ? PROT_NONE : PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapped == MAP_FAILED) {
         return NULL;
     }
     uintptr_t start = (uintptr_t)mapped;
-    uintptr_t aligned = (start + LOOPCORE_SLAB_CHUNK - 1) & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
-    if (aligned > start) {
-        munmap(mapped, aligned - start);
+    uintptr_t aligned = (start + guard + LOOPCORE_SLAB_CHUNK - 1) &
+                        ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
+    uintptr_t low = aligned - guard, high = aligned + bytes + guard;
+    if (low > start) {
+        munmap(mapped, low - start);
     }
-    if (start + span > aligned + LOOPCORE_SLAB_CHUNK) {
-        munmap((void *)(aligned + LOOPCORE_SLAB_CHUNK), start + span - aligned - LOOPCORE_SLAB_CHUNK);
+    if (start + span > high) {
+        munmap((void *)high, start + span - high);
+    }
+    if (guarded && mprotect((void *)aligned, bytes, PROT_READ | PROT_WRITE) != 0) {
+        munmap((void *)low, high - low);
+        return NULL;
     }
     return (char *)aligned;
 #elif defined(_WIN32)
-    return (char *)_aligned_malloc(LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK);
+    (void)guarded;
+    return count == 1 ? (char *)_aligned_malloc(LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK)
+                      : NULL;
 #else
     void *chunk = NULL;
-    return posix_memalign(&chunk, LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK) == 0 ? (char *)chunk
-                                                                                : NULL;
+    (void)guarded;
+    return count == 1 &&
+                   posix_memalign(&chunk, LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK) == 0
+               ? (char *)chunk
+               : NULL;
 #endif
 }
 
 #if LOOPCORE_SLAB_PREFAULT
 
+/* The thread only writes to chunks it was given: it never maps, unmaps or
+ * otherwise changes a mapping, because a thread at idle priority that is
+ * taken off the core inside such a system call keeps the process's memory
+ * map locked, and every caller's own mmap or page fault then waits for it
+ * (calls of hundreds of milliseconds on a busy 2-core VM, traced). Its page
+ * faults lock only the mapping they touch, which no caller changes. */
 static void *loopcore_slab_prefault(void *unused) {
     struct sched_param idle;
     (void)unused;
@@ -186,32 +217,24 @@ static void *loopcore_slab_prefault(void *unused) {
     pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle); /* best effort */
     pthread_mutex_lock(&loopcore_slab_hand);
     for (;;) {
-        while (loopcore_slab_ready_count >= loopcore_slab_target) {
+        while (loopcore_slab_queued_count == 0) {
             pthread_cond_wait(&loopcore_slab_wake, &loopcore_slab_hand);
         }
+        char *chunk = loopcore_slab_queued[--loopcore_slab_queued_count];
+        loopcore_slab_faulting = 1;
         pthread_mutex_unlock(&loopcore_slab_hand);
-        char *chunk = loopcore_slab_map();
         size_t done;
         /* Fresh pages read as zero: writing a zero faults each in and changes
-         * nothing (the chunk is this thread's until handed over). */
-        for (done = 0; chunk != NULL && done < LOOPCORE_SLAB_CHUNK;
-             done += LOOPCORE_SLAB_TOUCH) {
+         * nothing (no caller sees the chunk until it is handed over). */
+        for (done = 0; done < LOOPCORE_SLAB_CHUNK; done += LOOPCORE_SLAB_TOUCH) {
             ((volatile char *)chunk)[done] = 0;
         }
         pthread_mutex_lock(&loopcore_slab_hand);
-        if (chunk == NULL) {
-            /* No memory: callers map (and fault) their own from now on. */
-            loopcore_slab_stopped = 1;
-            break;
-        }
-        if (loopcore_slab_ready_count < LOOPCORE_SLAB_READY_MAX) {
-            loopcore_slab_ready[loopcore_slab_ready_count++] = chunk;
-            loopcore_slab_prefaulted++;
-        } else {
-            munmap(chunk, LOOPCORE_SLAB_CHUNK);
-        }
+        loopcore_slab_faulting = 0;
+        /* Room: callers queue no more than the reserve holds. */
+        loopcore_slab_ready[loopcore_slab_ready_count++] = chunk;
+        loopcore_slab_prefaulted++;
     }
-    pthread_mutex_unlock(&loopcore_slab_hand);
     return NULL;
 }
 
@@ -221,16 +244,21 @@ static void loopcore_slab_after_fork_parent(void) {
     pthread_mutex_unlock(&loopcore_slab_hand);
 }
 
-/* The child has no thread: its parent's ready chunks (shared with the parent
- * until written) are dropped, and its own thread starts when it next needs
- * a chunk (`thread_pid` is the parent's). */
+/* The child has no thread: its parent's ready and queued chunks (shared with
+ * the parent until written) are dropped (the one the parent's thread had in
+ * hand is only address space, never used), and its own thread starts when it
+ * next needs a chunk (`thread_pid` is the parent's). */
 static void loopcore_slab_after_fork_child(void) {
     int k;
     for (k = 0; k < loopcore_slab_ready_count; k++) {
         munmap(loopcore_slab_ready[k], LOOPCORE_SLAB_CHUNK);
     }
+    for (k = 0; k < loopcore_slab_queued_count; k++) {
+        munmap(loopcore_slab_queued[k], LOOPCORE_SLAB_CHUNK);
+    }
     loopcore_slab_ready_count = 0;
-    loopcore_slab_stopped = 0;
+    loopcore_slab_queued_count = 0;
+    loopcore_slab_faulting = 0;
     /* The forking thread took the hand-over in before_fork and is the child's
      * only thread: it gives it back. The condition may still count the
      * parent's thread as a waiter, which the child does not have. */
@@ -280,23 +308,48 @@ static void loopcore_slab_start(void) {
     }
 }
 
-/* A ready chunk, or NULL; asks the thread for more (under the slab's lock). */
+/* Map chunks for the thread to fault in, once the reserve is down to half its
+ * target (under the hand-over): one mapping tops it up, a few system calls of
+ * the caller's for several chunks. The mapping has a guard page on each side,
+ * so the system never merges a later mapping of the process into it: a merge
+ * would have the caller's mmap wait until the thread's page fault in it is
+ * done, which at idle priority can be a long wait. Its first page is written
+ * here: the first fault of a mapping sets up what every later fault of it
+ * shares, under the lock of the whole memory map; later ones lock only it. */
+static void loopcore_slab_queue(void) {
+    size_t wanted = loopcore_slab.chunks / LOOPCORE_SLAB_READY_SHARE;
+    int target = wanted < 1 ? 1
+                 : wanted > LOOPCORE_SLAB_READY_MAX ? LOOPCORE_SLAB_READY_MAX
+                                                    : (int)wanted;
+    int held = loopcore_slab_ready_count + loopcore_slab_queued_count + loopcore_slab_faulting;
+    if (loopcore_slab_queued_count > 0 || 2 * held > target) {
+        return; /* the thread has work, or the reserve is more than half full */
+    }
+    int more = target - held, k;
+    char *region = loopcore_slab_map((size_t)more, 1);
+    if (region == NULL) {
+        return; /* callers map their own chunks, as without the thread */
+    }
+    ((volatile char *)region)[0] = 0;
+    loopcore_slab_regions++;
+    /* The thread takes from the end: the lowest chunk first. */
+    for (k = more - 1; k >= 0; k--) {
+        loopcore_slab_queued[loopcore_slab_queued_count++] =
+            region + (size_t)k * LOOPCORE_SLAB_CHUNK;
+    }
+    pthread_cond_signal(&loopcore_slab_wake);
+}
+
+/* A ready chunk, or NULL; queues more for the thread (under the slab's lock). */
 static char *loopcore_slab_take(void) {
     char *chunk = NULL;
     if (loopcore_slab.thread_pid != getpid() || pthread_mutex_trylock(&loopcore_slab_hand) != 0) {
         return NULL;
     }
-    if (loopcore_slab_stopped) {
-        loopcore_slab.refused = 1;
-    }
     if (loopcore_slab_ready_count > 0) {
         chunk = loopcore_slab_ready[--loopcore_slab_ready_count];
     }
-    size_t target = loopcore_slab.chunks / LOOPCORE_SLAB_READY_SHARE;
-    loopcore_slab_target = target < 1 ? 1
-                           : target > LOOPCORE_SLAB_READY_MAX ? LOOPCORE_SLAB_READY_MAX
-                                                              : (int)target;
-    pthread_cond_signal(&loopcore_slab_wake);
+    loopcore_slab_queue();
     pthread_mutex_unlock(&loopcore_slab_hand);
     return chunk;
 }
@@ -315,7 +368,7 @@ static char *loopcore_slab_chunk(void) {
         return chunk;
     }
 #endif
-    chunk = loopcore_slab_map();
+    chunk = loopcore_slab_map(1, 0);
     if (chunk != NULL) {
         loopcore_slab.mapped++;
         loopcore_slab.chunks++;
@@ -476,13 +529,34 @@ static void loopcore_slab_read(loopcore_slab_stats *stats) {
     pthread_mutex_lock(&loopcore_slab_hand);
     stats->ready = loopcore_slab_ready_count;
     stats->prefaulted = loopcore_slab_prefaulted;
-    stats->refused |= loopcore_slab_stopped;
-    stats->thread &= !loopcore_slab_stopped;
+    stats->queued = loopcore_slab_queued_count + loopcore_slab_faulting;
+    stats->regions = loopcore_slab_regions;
     pthread_mutex_unlock(&loopcore_slab_hand);
 #else
     stats->refused = 1;
 #endif
     loopcore_lock_release(&loopcore_slab.lock);
+}
+
+/* The addresses of the reserve's chunks, ready and queued (for tests): up to
+ * `room` of them in `out`; returns how many. */
+static int loopcore_slab_reserve(uintptr_t *out, int room) {
+    int count = 0;
+#if LOOPCORE_SLAB_PREFAULT
+    int k;
+    pthread_mutex_lock(&loopcore_slab_hand);
+    for (k = 0; k < loopcore_slab_ready_count && count < room; k++) {
+        out[count++] = (uintptr_t)loopcore_slab_ready[k];
+    }
+    for (k = 0; k < loopcore_slab_queued_count && count < room; k++) {
+        out[count++] = (uintptr_t)loopcore_slab_queued[k];
+    }
+    pthread_mutex_unlock(&loopcore_slab_hand);
+#else
+    (void)out;
+    (void)room;
+#endif
+    return count;
 }
 
 #endif /* LOOPCORE_RING_SLAB_H */
