@@ -2,11 +2,12 @@
 
 The compiled store takes its rows' blocks from one slab shared by every store
 (``_ring_slab.h``): a freed block is handed to the next row that needs its
-size, stale bytes and all, and a background thread faults chunks in ahead of
-use. Stores sharing the slab are driven against the Python twin through
-growth, drops, evictions and deallocation; the thread is checked in fresh
-processes (it starts once the slab is large, restarts in a fork child, and
-``LOOPCORE_PREFAULT=0`` keeps it off).
+size, stale bytes and all, and a background thread faults in, ahead of use,
+chunks that callers map for it. Stores sharing the slab are driven against the
+Python twin through growth, drops, evictions and deallocation; the thread is
+checked in fresh processes (it starts once the slab is large, its chunks are a
+mapping of their own, it restarts in a fork child, and ``LOOPCORE_PREFAULT=0``
+keeps it off).
 """
 
 from __future__ import annotations
@@ -174,6 +175,25 @@ def settled():
             return stats
         time.sleep(0.01)
     return _ring_c._slab_stats()
+def mappings():
+    maps = []
+    for line in open("/proc/self/maps"):
+        span, perms = line.split()[:2]
+        low, high = (int(part, 16) for part in span.split("-"))
+        maps.append((low, high, perms))
+    return maps
+def isolated(chunk):
+    # The chunk lies in a read-write mapping with an inaccessible page right
+    # before and right after it: nothing else was merged into it.
+    maps = mappings()
+    for k, (low, high, perms) in enumerate(maps):
+        if low <= chunk < high:
+            before, after = maps[k - 1], maps[k + 1]
+            return (
+                perms.startswith("rw") and before[1] == low and before[2].startswith("---")
+                and after[0] == high and after[2].startswith("---")
+            )
+    return False
 kept = fill("parent")
 parent = settled()
 if sys.platform.startswith("linux"):
@@ -182,6 +202,9 @@ if sys.platform.startswith("linux"):
         os.sched_getscheduler(int(tid)) for tid in os.listdir("/proc/self/task")
         if int(tid) != os.getpid()
     ]
+    reserve = _ring_c._slab_reserve()
+    parent["reserve"] = len(reserve)
+    parent["isolated"] = all(isolated(chunk) for chunk in reserve)
 out = {"parent": parent}
 if sys.argv[1] == "fork":
     read, write = os.pipe()
@@ -230,7 +253,14 @@ def test_a_large_slab_gets_chunks_faulted_in_by_the_thread() -> None:
     assert parent["taken"] > 0
     assert parent["prefaulted"] >= parent["taken"]
     # The reserve is bounded: at most 8 chunks of 2 MiB wait, one per 128 in use.
-    assert 0 <= parent["ready"] <= max(1, parent["chunks"] // 128)
+    assert 0 <= parent["ready"] + parent["queued"] <= max(1, parent["chunks"] // 128)
+    # Callers map the thread's chunks (it never changes the memory map itself),
+    # each mapping with a guard page on either side, so that no later mapping
+    # is merged into one the thread is faulting in.
+    assert 0 < parent["regions"] <= parent["prefaulted"] + parent["queued"]
+    held = parent["ready"] + parent["queued"]  # the one in the thread's hands is not listed
+    assert max(1, held - 1) <= parent["reserve"] <= held
+    assert parent["isolated"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
@@ -240,8 +270,8 @@ def test_a_fork_child_keeps_working_and_gets_its_own_thread() -> None:
     assert child["intact"]
     if not sys.platform.startswith("linux"):  # no thread to restart elsewhere
         return
-    # The parent's ready chunks are dropped in the child; its own thread fills again.
-    assert child["before"]["ready"] == 0
+    # The parent's reserve is dropped in the child; its own thread fills again.
+    assert child["before"]["ready"] == child["before"]["queued"] == 0
     assert child["after"]["thread"]
     assert child["after"]["taken"] > child["before"]["taken"]
 

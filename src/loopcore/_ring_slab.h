@@ -14,29 +14,10 @@
  * of the smaller blocks behind them, which the larger ones then fill). Memory
  * is never given back to the system: new scopes reuse it.
  *
- * On Linux, once the slab has mapped enough that faults matter, a plain
- * pthread keeps a few chunks mapped and already faulted in, ready to be taken:
- * the faults happen on that thread. It maps each chunk itself and writes one
- * byte of each page before handing it over, so no caller sees the chunk while
- * it is written (a page fault of one mapping holds no lock a caller's own
- * mmap waits for, on kernels with per-mapping fault locks). It never touches
- * a Python object or the GIL, a caller never waits for it (one that finds no
- * ready chunk, or the hand-over busy, maps its own chunk as before), and the
- * ready chunks are bounded (about 1/128 of the slab, at most 16 MiB). It runs
- * at idle priority: it only takes a core nothing else wants, so on a busy
- * machine it falls behind and callers fault their own pages, as without it.
- * (At the callers' priority, 1,000,000 live scopes on a quiet 2-core VM had
- * the same p99.9 and more multi-millisecond slowest calls.)
- * LOOPCORE_PREFAULT=0 in the environment keeps it from starting. After a fork
- * the child drops the parent's ready chunks and starts its own thread when it
- * next needs a chunk. Elsewhere chunks are mapped (or malloc'd) on demand,
- * with no thread.
+ * Chunks come from _ring_chunks.h (on Linux, faulted in ahead by a thread).
  *
  * Callers hold the GIL or, without one, a thread state: the slab's own lock
- * (_lock.h) guards the pages, their lists and free blocks; the hand-over to
- * the thread is a pthread mutex that callers only ever try (the thread holds
- * it only between two chunks, and a fork holds it across, so that the child
- * finds the hand-over whole).
+ * (_lock.h) guards the pages, their lists and free blocks, and the chunks.
  */
 #ifndef LOOPCORE_RING_SLAB_H
 #define LOOPCORE_RING_SLAB_H
@@ -48,45 +29,17 @@
 #include <string.h>
 
 #include "_lock.h"
-
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/mman.h>
-#include <unistd.h>
-#define LOOPCORE_SLAB_MAPPED 1
-#else
-#define LOOPCORE_SLAB_MAPPED 0
-#endif
-#if defined(_WIN32)
-#include <malloc.h>
-#endif
-
-#if defined(__linux__)
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#define LOOPCORE_SLAB_PREFAULT 1
-#else
-#define LOOPCORE_SLAB_PREFAULT 0
-#endif
+#include "_ring_chunks.h"
 
 /* Blocks are multiples of 16 bytes (malloc's alignment); larger than the last
  * class (rows of more than 199 records), they come from the raw allocator. */
 #define LOOPCORE_SLAB_GRAIN ((size_t)16)
 #define LOOPCORE_SLAB_CLASSES 512
 #define LOOPCORE_SLAB_LARGEST (LOOPCORE_SLAB_GRAIN * LOOPCORE_SLAB_CLASSES)
-#define LOOPCORE_SLAB_CHUNK ((size_t)2 << 20)
 /* 32 pages a chunk: a page's tail after its last whole block is unused (under
  * 0.5% for the blocks of a 30-record row; 2% with pages of 32 KiB). */
 #define LOOPCORE_SLAB_PAGE ((size_t)64 << 10)
 #define LOOPCORE_SLAB_PAGES (LOOPCORE_SLAB_CHUNK / LOOPCORE_SLAB_PAGE)
-/* The thread writes one byte per this many (the smallest page size there is). */
-#define LOOPCORE_SLAB_TOUCH ((size_t)4096)
-/* Chunks mapped before the thread starts (16 MiB): small stores never get one. */
-#define LOOPCORE_SLAB_THREAD_AFTER 8
-/* Ready chunks: at most this many (16 MiB), and one per 128 chunks of the slab
- * (256 MiB): at 100,000 scopes the reserve is some 20 bytes a scope. */
-#define LOOPCORE_SLAB_READY_MAX 8
-#define LOOPCORE_SLAB_READY_SHARE 128
 
 typedef struct loopcore_slab_free {
     struct loopcore_slab_free *next;
@@ -111,16 +64,18 @@ typedef struct loopcore_slab_page {
 
 typedef struct {
     size_t chunks;     /* chunks in the slab, whoever mapped them */
-    size_t mapped;     /* of those, mapped by a caller */
+    size_t mapped;     /* of those, mapped by a caller for its own use */
     size_t taken;      /* of those, taken ready (faulted in by the thread) */
     size_t blocks;     /* blocks handed out and not freed */
     size_t reused;     /* blocks handed out from a free list */
     size_t pooled;     /* pages whose blocks were all freed, waiting for any class */
     size_t recycled;   /* pages taken back from the pool */
     size_t prefaulted; /* chunks the thread faulted in (its count: under its mutex) */
+    size_t regions;    /* mappings callers made for the thread to fault in */
     int ready;         /* ready chunks now */
+    int queued;        /* chunks mapped for the thread and not faulted in yet */
     int thread;        /* 1: this process has a running prefault thread */
-    int refused;       /* 1: switched off, or the thread could not start or map */
+    int refused;       /* 1: switched off, or the thread could not start */
 } loopcore_slab_stats;
 
 static struct {
@@ -130,198 +85,9 @@ static struct {
     loopcore_slab_page *pool;
     char *chunk;      /* the chunk pages are cut from */
     size_t next_page; /* its first page not cut yet */
-    size_t chunks, mapped, taken, blocks, reused, pooled, recycled;
-#if LOOPCORE_SLAB_PREFAULT
-    pid_t thread_pid; /* the process whose thread runs (a fork child's is not it) */
-    int refused;      /* the thread is not to run again in this process */
-    int atfork;
-#endif
+    size_t blocks, reused, pooled, recycled;
 } loopcore_slab;
 
-#if LOOPCORE_SLAB_PREFAULT
-/* The hand-over, under `loopcore_slab_hand`: the thread fills `ready` up to
- * `target` and waits on `loopcore_slab_wake`; callers take from it. */
-static pthread_mutex_t loopcore_slab_hand = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t loopcore_slab_wake = PTHREAD_COND_INITIALIZER;
-static char *loopcore_slab_ready[LOOPCORE_SLAB_READY_MAX];
-static int loopcore_slab_ready_count;
-static int loopcore_slab_target = 1;
-static int loopcore_slab_stopped; /* the thread ended (it could not map a chunk) */
-static size_t loopcore_slab_prefaulted;
-#endif
-
-/* A chunk of fresh memory aligned to its size (a block finds its page from its
- * address), or NULL. */
-static char *loopcore_slab_map(void) {
-#if LOOPCORE_SLAB_MAPPED
-    size_t span = 2 * LOOPCORE_SLAB_CHUNK;
-    void *mapped = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapped == MAP_FAILED) {
-        return NULL;
-    }
-    uintptr_t start = (uintptr_t)mapped;
-    uintptr_t aligned = (start + LOOPCORE_SLAB_CHUNK - 1) & ~(uintptr_t)(LOOPCORE_SLAB_CHUNK - 1);
-    if (aligned > start) {
-        munmap(mapped, aligned - start);
-    }
-    if (start + span > aligned + LOOPCORE_SLAB_CHUNK) {
-        munmap((void *)(aligned + LOOPCORE_SLAB_CHUNK), start + span - aligned - LOOPCORE_SLAB_CHUNK);
-    }
-    return (char *)aligned;
-#elif defined(_WIN32)
-    return (char *)_aligned_malloc(LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK);
-#else
-    void *chunk = NULL;
-    return posix_memalign(&chunk, LOOPCORE_SLAB_CHUNK, LOOPCORE_SLAB_CHUNK) == 0 ? (char *)chunk
-                                                                                : NULL;
-#endif
-}
-
-#if LOOPCORE_SLAB_PREFAULT
-
-static void *loopcore_slab_prefault(void *unused) {
-    struct sched_param idle;
-    (void)unused;
-    memset(&idle, 0, sizeof(idle));
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle); /* best effort */
-    pthread_mutex_lock(&loopcore_slab_hand);
-    for (;;) {
-        while (loopcore_slab_ready_count >= loopcore_slab_target) {
-            pthread_cond_wait(&loopcore_slab_wake, &loopcore_slab_hand);
-        }
-        pthread_mutex_unlock(&loopcore_slab_hand);
-        char *chunk = loopcore_slab_map();
-        size_t done;
-        /* Fresh pages read as zero: writing a zero faults each in and changes
-         * nothing (the chunk is this thread's until handed over). */
-        for (done = 0; chunk != NULL && done < LOOPCORE_SLAB_CHUNK;
-             done += LOOPCORE_SLAB_TOUCH) {
-            ((volatile char *)chunk)[done] = 0;
-        }
-        pthread_mutex_lock(&loopcore_slab_hand);
-        if (chunk == NULL) {
-            /* No memory: callers map (and fault) their own from now on. */
-            loopcore_slab_stopped = 1;
-            break;
-        }
-        if (loopcore_slab_ready_count < LOOPCORE_SLAB_READY_MAX) {
-            loopcore_slab_ready[loopcore_slab_ready_count++] = chunk;
-            loopcore_slab_prefaulted++;
-        } else {
-            munmap(chunk, LOOPCORE_SLAB_CHUNK);
-        }
-    }
-    pthread_mutex_unlock(&loopcore_slab_hand);
-    return NULL;
-}
-
-static void loopcore_slab_before_fork(void) { pthread_mutex_lock(&loopcore_slab_hand); }
-
-static void loopcore_slab_after_fork_parent(void) {
-    pthread_mutex_unlock(&loopcore_slab_hand);
-}
-
-/* The child has no thread: its parent's ready chunks (shared with the parent
- * until written) are dropped, and its own thread starts when it next needs
- * a chunk (`thread_pid` is the parent's). */
-static void loopcore_slab_after_fork_child(void) {
-    int k;
-    for (k = 0; k < loopcore_slab_ready_count; k++) {
-        munmap(loopcore_slab_ready[k], LOOPCORE_SLAB_CHUNK);
-    }
-    loopcore_slab_ready_count = 0;
-    loopcore_slab_stopped = 0;
-    /* The forking thread took the hand-over in before_fork and is the child's
-     * only thread: it gives it back. The condition may still count the
-     * parent's thread as a waiter, which the child does not have. */
-    pthread_cond_init(&loopcore_slab_wake, NULL);
-    pthread_mutex_unlock(&loopcore_slab_hand);
-}
-
-/* Start this process's thread once the slab is large enough (under the slab's lock). */
-static void loopcore_slab_start(void) {
-    if (loopcore_slab.refused || loopcore_slab.chunks < LOOPCORE_SLAB_THREAD_AFTER) {
-        return;
-    }
-    pid_t pid = getpid();
-    if (loopcore_slab.thread_pid == pid) {
-        return;
-    }
-    const char *wanted = getenv("LOOPCORE_PREFAULT");
-    if (wanted != NULL && strcmp(wanted, "0") == 0) {
-        loopcore_slab.refused = 1;
-        return;
-    }
-    if (!loopcore_slab.atfork) {
-        if (pthread_atfork(loopcore_slab_before_fork, loopcore_slab_after_fork_parent,
-                           loopcore_slab_after_fork_child) != 0) {
-            loopcore_slab.refused = 1;
-            return;
-        }
-        loopcore_slab.atfork = 1;
-    }
-    pthread_attr_t attr;
-    pthread_t thread;
-    sigset_t all, was;
-    int started;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, (size_t)1 << 16);
-    /* Signals stay with the interpreter's threads. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &was);
-    started = pthread_create(&thread, &attr, loopcore_slab_prefault, NULL) == 0;
-    pthread_sigmask(SIG_SETMASK, &was, NULL);
-    pthread_attr_destroy(&attr);
-    if (started) {
-        loopcore_slab.thread_pid = pid;
-    } else {
-        loopcore_slab.refused = 1;
-    }
-}
-
-/* A ready chunk, or NULL; asks the thread for more (under the slab's lock). */
-static char *loopcore_slab_take(void) {
-    char *chunk = NULL;
-    if (loopcore_slab.thread_pid != getpid() || pthread_mutex_trylock(&loopcore_slab_hand) != 0) {
-        return NULL;
-    }
-    if (loopcore_slab_stopped) {
-        loopcore_slab.refused = 1;
-    }
-    if (loopcore_slab_ready_count > 0) {
-        chunk = loopcore_slab_ready[--loopcore_slab_ready_count];
-    }
-    size_t target = loopcore_slab.chunks / LOOPCORE_SLAB_READY_SHARE;
-    loopcore_slab_target = target < 1 ? 1
-                           : target > LOOPCORE_SLAB_READY_MAX ? LOOPCORE_SLAB_READY_MAX
-                                                              : (int)target;
-    pthread_cond_signal(&loopcore_slab_wake);
-    pthread_mutex_unlock(&loopcore_slab_hand);
-    return chunk;
-}
-
-#endif /* LOOPCORE_SLAB_PREFAULT */
-
-/* A new chunk to bump through (under the slab's lock), or NULL. */
-static char *loopcore_slab_chunk(void) {
-    char *chunk = NULL;
-#if LOOPCORE_SLAB_PREFAULT
-    loopcore_slab_start();
-    chunk = loopcore_slab_take();
-    if (chunk != NULL) {
-        loopcore_slab.taken++;
-        loopcore_slab.chunks++;
-        return chunk;
-    }
-#endif
-    chunk = loopcore_slab_map();
-    if (chunk != NULL) {
-        loopcore_slab.mapped++;
-        loopcore_slab.chunks++;
-    }
-    return chunk;
-}
 
 static inline size_t loopcore_slab_class(size_t size) {
     return size == 0 ? 0 : (size - 1) / LOOPCORE_SLAB_GRAIN;
@@ -462,27 +228,28 @@ static void loopcore_slab_release(void *block, size_t size) {
 static void loopcore_slab_read(loopcore_slab_stats *stats) {
     memset(stats, 0, sizeof(*stats));
     loopcore_lock_acquire(&loopcore_slab.lock);
-    stats->chunks = loopcore_slab.chunks;
-    stats->mapped = loopcore_slab.mapped;
-    stats->taken = loopcore_slab.taken;
+    stats->chunks = loopcore_chunks.chunks;
+    stats->mapped = loopcore_chunks.mapped;
+    stats->taken = loopcore_chunks.taken;
     stats->blocks = loopcore_slab.blocks;
     stats->reused = loopcore_slab.reused;
     stats->pooled = loopcore_slab.pooled;
     stats->recycled = loopcore_slab.recycled;
 #if LOOPCORE_SLAB_PREFAULT
-    stats->thread = loopcore_slab.thread_pid == getpid() && !loopcore_slab.refused;
-    stats->refused = loopcore_slab.refused;
+    stats->thread = loopcore_chunks.thread_pid == getpid() && !loopcore_chunks.refused;
+    stats->refused = loopcore_chunks.refused;
     /* The thread holds it only between two chunks: a short wait. */
     pthread_mutex_lock(&loopcore_slab_hand);
     stats->ready = loopcore_slab_ready_count;
     stats->prefaulted = loopcore_slab_prefaulted;
-    stats->refused |= loopcore_slab_stopped;
-    stats->thread &= !loopcore_slab_stopped;
+    stats->queued = loopcore_slab_queued_count + loopcore_slab_faulting;
+    stats->regions = loopcore_slab_regions;
     pthread_mutex_unlock(&loopcore_slab_hand);
 #else
     stats->refused = 1;
 #endif
     loopcore_lock_release(&loopcore_slab.lock);
 }
+
 
 #endif /* LOOPCORE_RING_SLAB_H */

@@ -2,6 +2,8 @@
 # which takes first touches of fresh memory off the calling thread. (included
 # by _ring_c.pyx)
 
+from libc.stdint cimport uintptr_t
+
 cdef extern from "_ring_slab.h":
     ctypedef struct loopcore_slab_stats:
         size_t chunks
@@ -12,13 +14,16 @@ cdef extern from "_ring_slab.h":
         size_t pooled
         size_t recycled
         size_t prefaulted
+        size_t regions
         int ready
+        int queued
         int thread
         int refused
     # Under the slab's own lock (_lock.h): the caller holds the GIL or a thread state.
     void *slab_alloc "loopcore_slab_alloc" (size_t size) noexcept
     void slab_release "loopcore_slab_release" (void *block, size_t size) noexcept
     void slab_read "loopcore_slab_read" (loopcore_slab_stats *stats) noexcept
+    int slab_reserve "loopcore_slab_reserve" (uintptr_t *out, int room) noexcept
 
 
 cdef void *block_alloc(size_t count, size_t size) except NULL:
@@ -47,7 +52,16 @@ def _slab_stats():
         "pooled": s.pooled,
         "recycled": s.recycled,
         "prefaulted": s.prefaulted,
+        "regions": s.regions,
         "ready": s.ready,
+        "queued": s.queued,
         "thread": bool(s.thread),
         "refused": bool(s.refused),
     }
+
+
+def _slab_reserve():
+    """The addresses of the chunks in the prefault reserve, ready or queued (for tests)."""
+    cdef uintptr_t out[16]
+    cdef int count = slab_reserve(out, 16)
+    return [out[k] for k in range(count)]
