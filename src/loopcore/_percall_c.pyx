@@ -72,6 +72,8 @@ cdef extern from *:
 cdef enum:
     # Entries of a flat args dict whose hash is remembered for the next call.
     MEMO_ENTRIES = 8
+    # The references a memo holds at most: its entries', the dict's and the name's.
+    MEMO_REFS = 2 * MEMO_ENTRIES + 2
     # Verdicts are pure functions of a scan; this many distinct ones are remembered.
     VERDICT_CACHE_SIZE = 4096
 
@@ -167,7 +169,8 @@ cdef class _Calls:
 
     @cython.final
     cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
-        cdef Memo fresh, old
+        cdef Memo fresh
+        cdef PyObject *held[MEMO_REFS]
         cdef uint64_t found
         if GIL_DISABLED:
             acquire(&self.lock)
@@ -198,12 +201,11 @@ cdef class _Calls:
         fresh.hash = found
         if GIL_DISABLED:
             acquire(&self.lock)
-        old = self.memo
-        self.memo = fresh
+        cdef Py_ssize_t n_held = memo_put(&self.memo, &fresh, held)
         if GIL_DISABLED:
             release(&self.lock)
         # Released last: a finaliser it runs sees the new memo, never a half one.
-        memo_release(&old)
+        refs_drop(held, n_held)
         return found
 
     @cython.final
