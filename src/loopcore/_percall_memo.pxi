@@ -90,7 +90,7 @@ cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
     return True
 
 
-cdef bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
+cdef inline bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
     """Is ``args`` the remembered dict, holding the very same entries?"""
     if memo.args == NULL or <PyObject*>args != memo.args or <PyObject*>tool_name != memo.tool:
         return False
