@@ -113,3 +113,19 @@ def test_the_per_call_args_hash_is_the_reference(args: dict[str, Any]) -> None:
     record = detector.record_outcome("read", args, result="ok")
     assert record is not None
     assert record.args_hash == hash_call("read", args)
+
+
+def test_key_sets_met_again_in_turn_and_in_another_order() -> None:
+    # The one-pass writer keeps the key sets it met last with their order: the
+    # same key objects again (in turn with others, or inserted in another
+    # order, or with other values) must still give the reference's bytes.
+    keys = ["path", "offset", "limit", "p", "pa", "b" * 257]
+    shapes = [keys[:3], keys[3:], keys[1:5], list(reversed(keys[:3])), keys[:3]]
+    for round_ in range(3):
+        for shape in shapes:
+            assert_same({key: round_ for key in shape})
+            assert_same({key: f"v{round_}" for key in reversed(shape)})
+            assert_same({key: WRAPPED if round_ == 1 else None for key in shape})
+    # Keys made afresh each time (not the kept objects) with the same text.
+    for _ in range(3):
+        assert_same({"".join(["pa", "th"]): 1, "".join(["off", "set"]): 2})

@@ -13,7 +13,9 @@
  * or long str values, ints wider than one digit, integral floats beyond int64,
  * and in nonces mode a str that may hold a wrapper (the reference normalises
  * those). The caller then takes the general writer. Nothing here runs Python
- * code: the items are borrowed references the caller keeps alive.
+ * code: the items are borrowed references the caller keeps alive. The key sets
+ * met last are kept with their order (lc_flat_shape_keep), so the same keys
+ * again are neither checked nor sorted again.
  */
 #ifndef LOOPCORE_FINGERPRINT_FLAT_H
 #define LOOPCORE_FINGERPRINT_FLAT_H
@@ -164,31 +166,111 @@ static inline Py_ssize_t lc_flat_value_put(PyObject *v, unsigned char *out)
     return 1;
 }
 
+/* The key sets met last (GIL builds): a dict built by the same code, call after
+   call, holds the same key objects in the same order, checked and sorted the
+   first time. Each kept set holds references to its keys, so a key matched by
+   address is the very object checked then (a str never changes). Two are kept:
+   a call's args and a result's details take turns. */
+#define LC_FLAT_SHAPES 2
+
+typedef struct {
+    Py_ssize_t n;
+    PyObject *keys[LC_FLAT_MAX];
+    int order[LC_FLAT_MAX];
+} lc_flat_shape;
+
+#ifndef Py_GIL_DISABLED
+static lc_flat_shape lc_flat_shapes[LC_FLAT_SHAPES];
+static int lc_flat_next_shape;
+#endif
+
+/* The order kept for these keys, or NULL. */
+static inline const int *lc_flat_shape_find(PyObject *const *items, Py_ssize_t n)
+{
+#ifdef Py_GIL_DISABLED
+    (void)items; (void)n;
+    return NULL; /* another thread may replace a kept set meanwhile */
+#else
+    int s;
+    Py_ssize_t i;
+    for (s = 0; s < LC_FLAT_SHAPES; s++) {
+        const lc_flat_shape *shape = &lc_flat_shapes[s];
+        if (shape->n != n)
+            continue;
+        for (i = 0; i < n; i++)
+            if (shape->keys[i] != items[2 * i])
+                break;
+        if (i == n)
+            return shape->order;
+    }
+    return NULL;
+#endif
+}
+
+/* Keep checked keys and their order, in place of the set kept longest. */
+static void lc_flat_shape_keep(PyObject *const *items, Py_ssize_t n, const int *order)
+{
+#ifndef Py_GIL_DISABLED
+    lc_flat_shape *shape = &lc_flat_shapes[lc_flat_next_shape];
+    PyObject *old[LC_FLAT_MAX];
+    Py_ssize_t i, old_n = shape->n;
+    lc_flat_next_shape = (lc_flat_next_shape + 1) % LC_FLAT_SHAPES;
+    for (i = 0; i < old_n; i++)
+        old[i] = shape->keys[i];
+    for (i = 0; i < n; i++) {
+        Py_INCREF(items[2 * i]);
+        shape->keys[i] = items[2 * i];
+        shape->order[i] = order[i];
+    }
+    shape->n = n;
+    /* Released once the new set is whole: exact strs, no finaliser runs. */
+    for (i = 0; i < old_n; i++)
+        Py_DECREF(old[i]);
+#else
+    (void)items; (void)n; (void)order;
+#endif
+}
+
 /* The encoding of the dict given as its n (key, value) pairs, into out (room
    bytes free): the bytes written; 0 when an entry is not covered (nothing
    written); -(bytes needed) when they are more than room (nothing written). */
 static Py_ssize_t lc_flat_dict(PyObject *const *items, Py_ssize_t n, Py_ssize_t min_wrapped,
                                unsigned char *out, Py_ssize_t room)
 {
-    int order[LC_FLAT_MAX];
+    int sorted[LC_FLAT_MAX];
+    const int *order;
     Py_ssize_t i, j, need = 9, size, at;
     if (n > LC_FLAT_MAX)
         return 0;
-    for (i = 0; i < n; i++) {
-        PyObject *key = items[2 * i];
-        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_COMPACT_ASCII(key))
-            return 0;
-        size = lc_flat_value_size(items[2 * i + 1], min_wrapped);
-        if (size == 0)
-            return 0;
-        need += 9 + PyUnicode_GET_LENGTH(key) + size;
-        /* Distinct keys encode distinctly: ordering the keys orders the entries. */
-        j = i;
-        while (j > 0 && lc_flat_before(key, items[2 * order[j - 1]])) {
-            order[j] = order[j - 1];
-            j--;
+    order = n > 0 ? lc_flat_shape_find(items, n) : NULL;
+    if (order != NULL) {
+        /* Keys checked and ordered before: only the values are. */
+        for (i = 0; i < n; i++) {
+            size = lc_flat_value_size(items[2 * i + 1], min_wrapped);
+            if (size == 0)
+                return 0;
+            need += 9 + PyUnicode_GET_LENGTH(items[2 * i]) + size;
         }
-        order[j] = (int)i;
+    } else {
+        for (i = 0; i < n; i++) {
+            PyObject *key = items[2 * i];
+            if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_COMPACT_ASCII(key))
+                return 0;
+            size = lc_flat_value_size(items[2 * i + 1], min_wrapped);
+            if (size == 0)
+                return 0;
+            need += 9 + PyUnicode_GET_LENGTH(key) + size;
+            /* Distinct keys encode distinctly: ordering the keys orders the entries. */
+            j = i;
+            while (j > 0 && lc_flat_before(key, items[2 * sorted[j - 1]])) {
+                sorted[j] = sorted[j - 1];
+                j--;
+            }
+            sorted[j] = (int)i;
+        }
+        if (n > 0)
+            lc_flat_shape_keep(items, n, sorted);
+        order = sorted;
     }
     if (need > room)
         return -need;
