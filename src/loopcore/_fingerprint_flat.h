@@ -13,9 +13,9 @@
  * or long str values, ints wider than one digit, integral floats beyond int64,
  * and in nonces mode a str that may hold a wrapper (the reference normalises
  * those). The caller then takes the general writer. Nothing here runs Python
- * code: the items are borrowed references the caller keeps alive. The key sets
- * met last are kept with their order (lc_flat_shape_keep), so the same keys
- * again are neither checked nor sorted again.
+ * code: the items are borrowed references the caller keeps alive. The interned
+ * key sets met last are kept with their order (lc_flat_shape_keep), so the
+ * same keys again are neither checked nor sorted again.
  */
 #ifndef LOOPCORE_FINGERPRINT_FLAT_H
 #define LOOPCORE_FINGERPRINT_FLAT_H
@@ -207,6 +207,18 @@ static inline const int *lc_flat_shape_find(PyObject *const *items, Py_ssize_t n
 #endif
 }
 
+/* Are all the keys interned? Keys written in code are (the same objects come
+   again); keys decoded from JSON are not, and are new objects in each dict:
+   keeping those would only replace one kept set by another at every call. */
+static inline int lc_flat_interned(PyObject *const *items, Py_ssize_t n)
+{
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        if (!PyUnicode_CHECK_INTERNED(items[2 * i]))
+            return 0;
+    return 1;
+}
+
 /* Keep checked keys and their order, in place of the set kept longest. */
 static void lc_flat_shape_keep(PyObject *const *items, Py_ssize_t n, const int *order)
 {
@@ -268,7 +280,7 @@ static Py_ssize_t lc_flat_dict(PyObject *const *items, Py_ssize_t n, Py_ssize_t 
             }
             sorted[j] = (int)i;
         }
-        if (n > 0)
+        if (n > 0 && lc_flat_interned(items, n))
             lc_flat_shape_keep(items, n, sorted);
         order = sorted;
     }
