@@ -121,8 +121,10 @@ cdef extern from *:
             rest >>= PyLong_SHIFT;
         }
         size = Py_SIZE(held);
-        if (size != need)
-            return 0; /* a negative or differently sized int: a new one */
+        /* A negative or differently sized int: a new one. So is a one-digit
+           value, which may be one of the shared small ints. */
+        if (size != need || size < 2)
+            return 0;
         d = ((PyLongObject *)held)->ob_digit;
         rest = value;
         for (i = 0; i < size; i++) {
