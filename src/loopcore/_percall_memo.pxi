@@ -162,10 +162,8 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
     ):
         return 0
     cdef Encoder enc
-    enc_init(&enc)
+    enc_start(&enc, CALL_PREFIX_DATA, CALL_PREFIX_SIZE)
     try:
-        enc_raw(&enc, <char*>C_CALL_DOMAIN, len(C_CALL_DOMAIN))
-        enc_list_header(&enc, 2)
         enc_str(&enc, <str>tool_name)
         if not enc_flat_dict(&enc, memo.items, memo.size):
             return 0
