@@ -165,3 +165,20 @@ def test_a_field_kept_from_a_dropped_record_keeps_its_value() -> None:
         detector.record_outcome("read", {"offset": offset}, result=f"r{offset}", run_id="r")
     assert (timestamp, args_hash, result_hash) == snapshot
     assert detector.history(run_id="r")[0].timestamp == timestamp
+
+
+def test_hashes_given_in_place_to_a_dropped_record_are_the_new_ones() -> None:
+    # The compiled ring rewrites a dropped record's hash ints in place when
+    # nothing else holds them: each outcome's record still reads its own hashes.
+    from loopcore._outcome_py import hash_call, outcome_of
+
+    detector = LoopDetector(ON)
+    for offset in range(60):
+        args = {"path": "/src/app/main.py", "offset": offset, "limit": 200}
+        result = f"text {offset % 7}"
+        record = detector.record_outcome("read", args, result=result, run_id="r")
+        assert record is not None
+        assert record.args_hash == hash_call("read", args)
+        assert record.result_hash == outcome_of("read", args, result=result)[0]
+        assert fields(record) == fields(detector.history(run_id="r")[-1])
+        del record

@@ -149,12 +149,42 @@ cdef int _encode_ascii_keyed(
     return 1
 
 
+cdef extern from "_fingerprint_flat.h":
+    Py_ssize_t lc_flat_dict(
+        PyObject **items, Py_ssize_t n, Py_ssize_t min_wrapped, unsigned char *out,
+        Py_ssize_t room,
+    ) noexcept
+
+
 cdef int enc_flat_dict(Encoder *enc, PyObject **items, Py_ssize_t n) except -1:
     """A dict's ``n`` (key, value) pairs in ``items``, ASCII str keys and scalar values.
 
     The bytes ``_encode_dict`` writes for such a dict, without its snapshot:
     the caller holds the references. Returns 0 (nothing written) otherwise.
     """
+    if _flat_dict_at_once(enc, items, n):
+        return 1
+    return _flat_dict_general(enc, items, n)
+
+
+cdef inline int _flat_dict_at_once(Encoder *enc, PyObject **items, Py_ssize_t n) except -1:
+    """The common flat dict written in one pass (``_fingerprint_flat.h``): 1, else 0."""
+    # Nonces mode: a str value long enough to hold a wrapper is declined when it does.
+    cdef Py_ssize_t min_wrapped = _MIN_WRAPPED if enc.nonces else -1
+    cdef Py_ssize_t wrote = lc_flat_dict(
+        items, n, min_wrapped, enc.data + enc.size, enc.capacity - enc.size
+    )
+    if wrote < 0:  # the bytes it needs, more than the room left
+        _reserve(enc, -wrote)
+        wrote = lc_flat_dict(items, n, min_wrapped, enc.data + enc.size, enc.capacity - enc.size)
+    if wrote <= 0:
+        return 0
+    enc.size += wrote
+    return 1
+
+
+cdef int _flat_dict_general(Encoder *enc, PyObject **items, Py_ssize_t n) except -1:
+    """``enc_flat_dict`` for what the one-pass writer declines (non-ASCII text, wide ints)."""
     cdef int order[_SMALL_SORT]
     cdef Py_ssize_t i, j
     cdef int tmp, kind
@@ -225,7 +255,10 @@ cdef int _encode_flat_borrowed(Encoder *enc, PyObject *d) except -1:
     n = lc_dict_borrow(d, items, _SMALL_SORT)
     if n < 0:
         return 0
+    # The one-pass writer checks every entry itself.
+    if _flat_dict_at_once(enc, items, n):
+        return 1
     for i in range(n):
         if not _runs_no_code(items[2 * i + 1], enc.nonces):
             return 0
-    return enc_flat_dict(enc, items, n)
+    return _flat_dict_general(enc, items, n)

@@ -14,6 +14,7 @@
 
 from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport uint64_t
+from libc.string cimport memcpy
 
 from ._fingerprint_c cimport (
     Encoder,
@@ -152,16 +153,47 @@ cdef bytes generic_prefix():
 cdef bytes GENERIC_PREFIX = generic_prefix()
 
 
+cdef bytes call_prefix():
+    """The bytes every call hash starts with: the domain and the header of (name, args)."""
+    cdef Encoder enc
+    enc_init(&enc)
+    try:
+        enc_raw(&enc, <char*>C_CALL_DOMAIN, len(C_CALL_DOMAIN))
+        enc_list_header(&enc, 2)
+        return enc.data[:enc.size]
+    finally:
+        enc_free(&enc)
+
+
+cdef bytes CALL_PREFIX = call_prefix()
+
+# Prefixes are copied into a fresh encoder's inline buffer without a room check.
+if len(GENERIC_PREFIX) > 256 or len(CALL_PREFIX) > 256:
+    raise ImportError("loopcore: a hash prefix is longer than the encoder's inline buffer")
+
+
+# Their bytes and sizes, as the inline copy reads them.
+cdef const char *GENERIC_PREFIX_DATA = GENERIC_PREFIX
+cdef Py_ssize_t GENERIC_PREFIX_SIZE = len(GENERIC_PREFIX)
+cdef const char *CALL_PREFIX_DATA = CALL_PREFIX
+cdef Py_ssize_t CALL_PREFIX_SIZE = len(CALL_PREFIX)
+
+
+cdef inline void enc_start(Encoder *enc, const char *prefix, Py_ssize_t size) noexcept:
+    """``enc_init``, then a prefix (a list header's bytes among them: its items
+    follow one level deeper, as after ``enc_list_header``), copied in place."""
+    enc_init(enc)
+    memcpy(enc.data, prefix, <size_t>size)
+    enc.size = size
+    enc.depth = 1
+
+
 cdef uint64_t hash_generic(object details, object text) except? 0:
     """The generic rule of SPEC §2: the hash of ("result", details, text)."""
     cdef Encoder enc
-    enc_init(&enc)
+    enc_start(&enc, GENERIC_PREFIX_DATA, GENERIC_PREFIX_SIZE)
     enc.nonces = 1
     try:
-        # Written at once; the list's items follow one level deeper, as after
-        # enc_list_header.
-        enc_raw(&enc, <char*>GENERIC_PREFIX, len(GENERIC_PREFIX))
-        enc.depth = 1
         enc_value(&enc, details)
         # No entry held a wrapper marker, and a join cannot make one: the text
         # is written as it is.

@@ -16,12 +16,7 @@ from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.exc cimport PyErr_Occurred
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
-from cpython.unicode cimport (
-    Py_UNICODE_ISSPACE,
-    PyUnicode_CheckExact,
-    PyUnicode_GET_LENGTH,
-    PyUnicode_READ_CHAR,
-)
+from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from ._ring_c cimport RingStore, Scan, loopcore_lock
@@ -72,6 +67,8 @@ cdef extern from *:
 cdef enum:
     # Entries of a flat args dict whose hash is remembered for the next call.
     MEMO_ENTRIES = 8
+    # The references a memo holds at most: its entries', the dict's and the name's.
+    MEMO_REFS = 2 * MEMO_ENTRIES + 2
     # Verdicts are pure functions of a scan; this many distinct ones are remembered.
     VERDICT_CACHE_SIZE = 4096
 
@@ -90,36 +87,7 @@ include "_outcome_plain.pxi"
 include "_percall_memo.pxi"
 
 
-cdef inline bint plain_run_id(object run_id):
-    """A str run id that needs no stripping (the common case)."""
-    if type(run_id) is not str:
-        return False
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(run_id)
-    return n > 0 and not Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(run_id, 0)) and not (
-        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(run_id, n - 1))
-    )
-
-
-cdef inline object make_key(object session, object run_id):
-    """The scope key; odd values go through the Python twin's validation."""
-    cdef type kind = type(session)
-    if (run_id is None or plain_run_id(run_id)) and (
-        session is None or kind is str or kind is int
-    ):
-        return (session, run_id)
-    return _py_scope_key(session, run_id)
-
-
-cdef inline object valid_tool(object tool_name):
-    if type(tool_name) is not str:
-        check_tool_name(tool_name)
-    return tool_name
-
-
-cdef inline object valid_call_id(object call_id):
-    if call_id is not None and type(call_id) is not str:
-        check_call_id(call_id)
-    return call_id
+include "_percall_keys.pxi"
 
 
 cdef class _Calls:
@@ -166,8 +134,17 @@ cdef class _Calls:
         memo_release(&self.memo)
 
     @cython.final
-    cdef uint64_t args_hash(self, object tool_name, object args) except? 0:
-        cdef Memo fresh, old
+    cdef inline uint64_t args_hash(self, object tool_name, object args) except? 0:
+        # The memo's answer inline at each caller (two calls in three hit it);
+        # the hash and the memo's renewal out of line, with their larger frame.
+        if not GIL_DISABLED and memo_matches(&self.memo, tool_name, args):
+            return self.memo.hash
+        return self.args_hash_new(tool_name, args)
+
+    @cython.final
+    cdef uint64_t args_hash_new(self, object tool_name, object args) except? 0:
+        cdef Memo fresh
+        cdef PyObject *held[MEMO_REFS]
         cdef uint64_t found
         if GIL_DISABLED:
             acquire(&self.lock)
@@ -176,8 +153,6 @@ cdef class _Calls:
                     return self.memo.hash
             finally:
                 release(&self.lock)
-        elif memo_matches(&self.memo, tool_name, args):
-            return self.memo.hash
         # The entries are taken before hashing and must still be there after:
         # whatever ran meanwhile (a value's repr, another thread), the hash
         # is only remembered for the contents it was computed from.
@@ -198,12 +173,11 @@ cdef class _Calls:
         fresh.hash = found
         if GIL_DISABLED:
             acquire(&self.lock)
-        old = self.memo
-        self.memo = fresh
+        cdef Py_ssize_t n_held = memo_put(&self.memo, &fresh, held)
         if GIL_DISABLED:
             release(&self.lock)
         # Released last: a finaliser it runs sees the new memo, never a half one.
-        memo_release(&old)
+        refs_drop(held, n_held)
         return found
 
     @cython.final

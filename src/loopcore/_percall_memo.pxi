@@ -90,7 +90,7 @@ cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
     return True
 
 
-cdef bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
+cdef inline bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
     """Is ``args`` the remembered dict, holding the very same entries?"""
     if memo.args == NULL or <PyObject*>args != memo.args or <PyObject*>tool_name != memo.tool:
         return False
@@ -108,19 +108,46 @@ cdef bint memo_matches(Memo *memo, object tool_name, object args) noexcept:
     return True
 
 
+cdef inline Py_ssize_t memo_put(Memo *memo, Memo *fresh, PyObject **held) noexcept:
+    """Put ``fresh``'s contents (its references) in ``memo``; what ``memo`` held goes to
+    ``held`` (room for ``MEMO_REFS``), for the caller to drop: their number.
+
+    Only the entries in use are copied, not the whole struct.
+    """
+    cdef Py_ssize_t i, n = 0
+    if memo.args != NULL:
+        n = 2 * memo.size
+        for i in range(n):
+            held[i] = memo.items[i]
+        held[n] = memo.args
+        held[n + 1] = memo.tool
+        n += 2
+    memo.args = fresh.args
+    memo.tool = fresh.tool
+    memo.size = fresh.size
+    memo.hash = fresh.hash
+    memo.version = fresh.version
+    for i in range(2 * fresh.size):
+        memo.items[i] = fresh.items[i]
+    return n
+
+
+cdef inline void refs_drop(PyObject **held, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        ref_drop(held[i])
+
+
 cdef void memo_release(Memo *memo) noexcept:
     """Empty ``memo`` first, then drop its references (finalisers may re-enter)."""
-    cdef Memo old = memo[0]
-    memo.args = NULL
-    memo.tool = NULL
-    memo.size = 0
-    if old.args == NULL:
-        return
-    cdef Py_ssize_t i
-    for i in range(2 * old.size):
-        ref_drop(old.items[i])
-    ref_drop(old.args)
-    ref_drop(old.tool)
+    cdef PyObject *held[MEMO_REFS]
+    cdef Memo empty
+    empty.args = NULL
+    empty.tool = NULL
+    empty.size = 0
+    empty.hash = 0
+    empty.version = 0
+    refs_drop(held, memo_put(memo, &empty, held))
 
 
 cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
@@ -135,10 +162,8 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
     ):
         return 0
     cdef Encoder enc
-    enc_init(&enc)
+    enc_start(&enc, CALL_PREFIX_DATA, CALL_PREFIX_SIZE)
     try:
-        enc_raw(&enc, <char*>C_CALL_DOMAIN, len(C_CALL_DOMAIN))
-        enc_list_header(&enc, 2)
         enc_str(&enc, <str>tool_name)
         if not enc_flat_dict(&enc, memo.items, memo.size):
             return 0

@@ -104,6 +104,39 @@ cdef extern from *:
         }
     #endif
     }
+    /* A hash slot rewritten in place (1) when its int is held by the record
+       alone and the new value takes as many digits: no one else can see the
+       value change, and no int is freed and another allocated per outcome.
+       Before 3.12 only (the digits are read in place there, as above). */
+    static int loopcore_reset_u64(PyObject *obj, Py_ssize_t offset, uint64_t value) {
+    #if PY_VERSION_HEX < 0x030C0000
+        PyObject *held = *(PyObject **)((char *)obj + offset);
+        Py_ssize_t size, need = 0, i;
+        uint64_t rest = value;
+        digit *d;
+        if (!PyLong_CheckExact(held) || Py_REFCNT(held) != 1)
+            return 0;
+        while (rest) {
+            need++;
+            rest >>= PyLong_SHIFT;
+        }
+        size = Py_SIZE(held);
+        /* A negative or differently sized int: a new one. So is a one-digit
+           value, which may be one of the shared small ints. */
+        if (size != need || size < 2)
+            return 0;
+        d = ((PyLongObject *)held)->ob_digit;
+        rest = value;
+        for (i = 0; i < size; i++) {
+            d[i] = (digit)(rest & PyLong_MASK);
+            rest >>= PyLong_SHIFT;
+        }
+        return 1;
+    #else
+        (void)obj; (void)offset; (void)value;
+        return 0;
+    #endif
+    }
     /* The timestamp slot rewritten in place (1) when its float is held by the
        record alone: no one else can see the value change. */
     static int loopcore_reset_float(PyObject *obj, Py_ssize_t offset, double value) {
@@ -124,6 +157,9 @@ cdef extern from *:
         PyObject *obj, Py_ssize_t offset, PyObject *value
     ) noexcept
     bint slot_is_u64 "loopcore_slot_is_u64" (
+        PyObject *obj, Py_ssize_t offset, uint64_t value
+    ) noexcept
+    bint reset_u64 "loopcore_reset_u64" (
         PyObject *obj, Py_ssize_t offset, uint64_t value
     ) noexcept
     bint reset_float "loopcore_reset_float" (
@@ -224,10 +260,13 @@ cdef object make_record(
 
 
 cdef inline object hash_value(PyObject *record, Py_ssize_t field, bint present, uint64_t value):
-    """A hash field's new value: the int already in the slot when it equals it."""
+    """A hash field's new value: the int already in the slot when it equals it, or
+    when it could be given the value in place."""
     if not present:
         return None
-    if slot_is_u64(record, RECORD_OFFSETS[field], value):
+    if slot_is_u64(record, RECORD_OFFSETS[field], value) or reset_u64(
+        record, RECORD_OFFSETS[field], value
+    ):
         return <object>(<PyObject**>(<char*>record + RECORD_OFFSETS[field]))[0]
     return value
 
