@@ -281,7 +281,7 @@ cdef class Rows:
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
                         object session, object run_id, int hashed=0,
                         uint64_t args_hash=0, int outcome_known=0,
-                        uint64_t known_hash=0) except -1:
+                        uint64_t known_hash=0, uint64_t known_identity=0) except -1:
         cdef bint cached = (
             (session is None or type(session) is str or type(session) is int)
             and (run_id is None or type(run_id) is str)
@@ -296,7 +296,7 @@ cdef class Rows:
             # The key of the last call (same exact types, equal values): its dict entry.
             return self.append(
                 self.last_scope, tool_name, args, result, error, hashed, args_hash,
-                outcome_known, known_hash,
+                outcome_known, known_hash, known_identity,
             )
         key = None
         if cached:
@@ -313,32 +313,35 @@ cdef class Rows:
             self.last_run = run_id
             self.last_scope = scope
         return self.append(
-            scope, tool_name, args, result, error, hashed, args_hash, outcome_known, known_hash
+            scope, tool_name, args, result, error, hashed, args_hash, outcome_known, known_hash,
+            known_identity,
         )
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
                            object error, int hashed=0, uint64_t args_hash=0,
-                           int outcome_known=0, uint64_t known_hash=0) except -1:
+                           int outcome_known=0, uint64_t known_hash=0,
+                           uint64_t known_identity=0) except -1:
         # ``hashed`` (``raw_call_hash``'s answer): ``args_hash`` is the call hash,
         # read from the args' JSON text, and ``args`` None (no rule of this tool reads
         # them, and a tool whose known-poll flag does is never hashed so).
-        # ``outcome_known``: ``known_hash`` is the hash of a plain result, read from
-        # its JSON text (``read_line``): no unknown tool, no kind, no identity.
+        # ``outcome_known`` (``read_line``): ``known_hash`` is the hash of a result
+        # read from its JSON text, with no unknown tool; EXEC_PLAIN: no kind, no
+        # identity; EXEC_TERMINAL: a terminal exec failure, ``known_identity`` its
+        # identity.
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
         if not hashed:
             args_hash = row_call_hash(tool_name, args)
         if outcome_known:
-            # A plain result: its hash, no unknown tool, no kind, no identity.
             row_hashes[0] = self.name_of(tool_name)
             row_hashes[2] = known_hash
             row_hashes[3] = 0
-            row_hashes[4] = 0
+            row_hashes[4] = known_identity if outcome_known == EXEC_TERMINAL else 0
             row_flags[0] = 1
             row_flags[1] = 0
             row_flags[4] = 0
-            row_flags[5] = 0
+            row_flags[5] = outcome_known == EXEC_TERMINAL
             row_flags[6] = 0
         else:
             result_hash, unknown, kind, identity, no_progress = row_outcome(

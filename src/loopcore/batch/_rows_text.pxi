@@ -53,6 +53,7 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     cdef lc_event ev
     cdef uint64_t args_hash = 0
     cdef uint64_t known_hash = 0
+    cdef uint64_t known_identity = 0
     cdef int hashed
     cdef int outcome_known = 0
     cdef int rule = BY_TEXT_NONE
@@ -103,11 +104,11 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     if has_field(&ev, LC_EV_RESULT):
         text = ev.start[LC_EV_RESULT]
         n = ev.size[LC_EV_RESULT]
-        if (
-            (rule == BY_TEXT_PLAIN and text[0] == c'"' and text_hash(text, n, &known_hash))
-            or (rule == BY_TEXT_EXEC and exec_hash(text, n, &known_hash))
-        ):
-            outcome_known = 1
+        if rule == BY_TEXT_PLAIN and text[0] == c'"' and text_hash(text, n, &known_hash):
+            outcome_known = EXEC_PLAIN
+        elif rule == BY_TEXT_EXEC:
+            outcome_known = exec_hash(text, n, &known_hash, &known_identity)
+        if outcome_known:
             result = None
         else:
             try:
@@ -118,10 +119,10 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     try:
         rows.add(
             tool, args, result, error, session, run_id, hashed, args_hash, outcome_known,
-            known_hash,
+            known_hash, known_identity,
         )
     except READ_ERRORS:
         return 0
     rows.lines_read += 1
-    rows.results_read += outcome_known
+    rows.results_read += outcome_known != 0
     return 1
