@@ -65,12 +65,14 @@ _VALUES = st.recursive(
     max_leaves=8,
 )
 _OUTPUT = _TEXT | st.sampled_from(
-    ["  out  ", "\x1cout\x1f", "\u00a0out", "out\u2003", "\t\n", " ", "x\u00e9", "\u00e9x"]
-    # What shape() reduces (SPEC §8.4), and the bare exit footers of the codes below.
-    + ["error at 2024-01-02T03:04:05.678Z (attempt 3, took 12ms, pid 4242)", "retry #2 in 5 s"]
-    + ["at 10:20:30 PID=77 ppid 1 1.5 seconds", "12:00:00" * 40, "fail\u00e9 attempt 2"]
-    + ["(Command exited with code 1)", "(Command exited with code -1)", " (Command exited"]
-    + ["(Command exited with code 2)\n", "(Command exited with code 1.0)", "x" * 600 + " 3ms"]
+    [
+        *("  out  ", "\x1cout\x1f", "\u00a0out", "out\u2003", "\t\n", " ", "x\u00e9", "\u00e9x"),
+        # What shape() reduces (SPEC §8.4), and the bare exit footers of the codes below.
+        *("error at 2024-01-02T03:04:05.678Z (attempt 3, took 12ms, pid 4242)", "retry #2 in 5 s"),
+        *("at 10:20:30 PID=77 ppid 1 1.5 seconds", "12:00:00" * 40, "fail\u00e9 attempt 2"),
+        *("(Command exited with code 1)", "(Command exited with code -1)", " (Command exited"),
+        *("(Command exited with code 2)\n", "(Command exited with code 1.0)", "x" * 600 + " 3ms"),
+    ]
 )
 #: Exec results of the shapes the exec rule reads, the common one among them.
 _EXEC_RESULT = st.fixed_dictionaries(
@@ -79,7 +81,9 @@ _EXEC_RESULT = st.fixed_dictionaries(
             {
                 "status": st.sampled_from(["completed"] * 3 + ["failed", "running", "blocked"]),
                 "exitCode": st.sampled_from(
-                    [0] * 6 + [1] * 3 + [2, -1, None, 0.0, 1.0, False, "0"]
+                    [0] * 6
+                    + [1] * 3
+                    + [2, -1, None, 0.0, 1.0, False, "0"]
                     + [-(2**40), 10**14, 10**15, 2**63, -(2**63), 10**30]
                 ),
                 "aggregated": _OUTPUT,

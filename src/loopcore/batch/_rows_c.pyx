@@ -17,7 +17,7 @@ compiled twin is unsure of) runs the same Python code the reference does.
 """
 
 from cpython cimport array
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
@@ -385,6 +385,9 @@ cdef class Rows:
         cdef Py_ssize_t at[F_COUNT]
         cdef uint64_t args_hash = 0
         cdef int hashed
+        cdef bint read
+        cdef const char *text
+        cdef Py_ssize_t size
         cdef bint raw_args = len(decoder) > 6 and decoder[6] is not None
         # Lines read from their JSON text first (``read_line``), unless turned off.
         cdef bint by_text = raw_args and (len(decoder) <= 7 or bool(decoder[7]))
@@ -400,19 +403,26 @@ cdef class Rows:
         iterator = iter(lines) if source is None else None
         while True:
             if source is not None:
-                line = source.next_line()
-                if line is None:
+                # A span of the source's buffer: bytes are made only of a line decoded.
+                if not source.next_span(&text, &size):
                     break
                 number = source.number
+                read = by_text and read_line(
+                    self, <const unsigned char *>text, <size_t>size, decode_args, errors, unset
+                )
+                if not read:
+                    line = PyBytes_FromStringAndSize(text, size)
             else:
                 item = next(iterator, None)
                 if item is None:
                     break
                 number_, line = item
                 number = number_
-            if by_text and type(line) is bytes and read_line(
-                self, line, decode_args, errors, unset
-            ):
+                read = by_text and type(line) is bytes and read_line(
+                    self, <const unsigned char *>PyBytes_AS_STRING(line),
+                    <size_t>PyBytes_GET_SIZE(line), decode_args, errors, unset
+                )
+            if read:
                 kept = number
                 array.extend_buffer(row_lines, <char *>&kept, 1)
                 if number % every == 0:

@@ -46,10 +46,10 @@ cdef object line_text(Rows rows, lc_event *ev, int field):
     return value
 
 
-cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
-                   object unset) except -1:
-    """Make the row of a common event line from its JSON text; 1 when made, 0 when
-    the line is to go the msgspec way (nothing was added)."""
+cdef int read_line(Rows rows, const unsigned char *line, size_t size, object decode_value,
+                   object errors, object unset) except -1:
+    """Make the row of a common event line (``line[0:size]``) from its JSON text; 1
+    when made, 0 when the line is to go the msgspec way (nothing was added)."""
     cdef lc_event ev
     cdef uint64_t args_hash = 0
     cdef uint64_t known_hash = 0
@@ -59,9 +59,7 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     cdef int rule = BY_TEXT_NONE
     cdef const unsigned char *text
     cdef size_t n
-    if lc_event_scan(
-        <const unsigned char *>PyBytes_AS_STRING(line), <size_t>PyBytes_GET_SIZE(line), &ev
-    ) != LC_EVENT_OK:
+    if lc_event_scan(line, size, &ev) != LC_EVENT_OK:
         return 0
     if not (has_field(&ev, LC_EV_TOOL) and has_field(&ev, LC_EV_ARGS)):
         return 0
