@@ -126,7 +126,10 @@ _RESULT = (
     | _VALUES
 )
 _TOOLS = st.sampled_from(
-    ["read", "edit", "exec", "process", "write", "wait", "message", "update_plan", "caf\u00e9"]
+    [
+        *("read", "edit", "exec", "process", "write", "wait", "message", "update_plan"),
+        *("command_status", "caf\u00e9", "wai", "processes"),
+    ]
 )
 #: Fields as Python values (written by ``json``), or "!raw" JSON text written as it is.
 _FIELDS = st.fixed_dictionaries(

@@ -43,7 +43,8 @@ cdef object NOT_SURE = object()
 # The canonical encoding of a str starts with its tag and length (9 bytes).
 cdef size_t STR_HEAD = 9
 # Tool names kept by their JSON text: a trace has few tools.
-cdef Py_ssize_t TOOL_CACHE = 16
+cdef enum:
+    TOOL_CACHE = 16
 # Which results of a tool are hashed from their text: none, a str one of a tool
 # with no special rule (hashed whole), exec's common one (_rows_exec.pxi). A send
 # tool's or one with a host normaliser never are.
