@@ -94,7 +94,10 @@ cdef bint is_footer(const unsigned char *out, size_t n, long long code) noexcept
     """Is ``out`` the line exec writes when a command printed nothing
     (``_exec_shape.exit_footer``; a code of CODE_DIGITS digits is written as them)?"""
     cdef char footer[64]
-    cdef int size = snprintf(footer, sizeof(footer), "(Command exited with code %lld)", code)
+    cdef int size
+    if n < 28 or n >= sizeof(footer) or out[0] != c'(' or out[n - 1] != c')':
+        return False  # most outputs: no need to write the footer out
+    size = snprintf(footer, sizeof(footer), "(Command exited with code %lld)", code)
     return size > 0 and <size_t>size == n and memcmp(out, footer, n) == 0
 
 
