@@ -303,11 +303,13 @@ class ScanResult:
         ranked = np.argsort(np.where(firing >= 0, firing, len(order)), axis=1, kind="stable") + 1
         fired = np.count_nonzero(firing >= 0, axis=1)
         names: dict[tuple[int, ...], tuple[str, ...]] = {}
-        traced = order.tolist()
         firsts = firing.tolist()
+        # A few places per scope are looked up: read from ``order`` one by one (a list of
+        # the whole of it would cost more than every look-up).
+        traced = order
 
         def trace_index(place: int) -> int | None:
-            return traced[place] if place >= 0 else None
+            return int(traced[place]) if place >= 0 else None
 
         summaries = []
         for i in np.argsort(order[starts], kind="stable").tolist():
@@ -325,7 +327,7 @@ class ScanResult:
                     aborted_at=trace_index(int(marks.aborted[i])),
                     detectors=names[codes],
                     saved=int(marks.sizes[i] - marks.stop[i]),
-                    first_fired=tuple(traced[firsts[i][code - 1]] for code in codes),
+                    first_fired=tuple(int(traced[firsts[i][code - 1]]) for code in codes),
                 )
             )
         return summaries
