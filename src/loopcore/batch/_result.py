@@ -22,7 +22,7 @@ from .._counts import scan_window
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO, NOT_STUCK, ScanStats, Verdict
 from .._rules import DETECTORS, LEVELS
 from ._kernels import Bools, Ints, ScopeIndex, Stats, scope_index
-from ._table import CallTable
+from ._table import HAS_RESULT, HAS_UNKNOWN, NO_PROGRESS, TERMINAL, VETO, CallTable
 
 __all__ = ["ScanResult", "ScanTotals", "ScopeSummary"]
 
@@ -183,7 +183,7 @@ class ScanResult:
         earlier = order[start + max(0, position - history) : start + position]
         # The reference scan over the window as the gateway holds it (a blocked call as
         # its veto), with hashes standing in for names.
-        ring: deque[list[Any]] = deque(self._record(i) for i in earlier.tolist())
+        ring: deque[list[Any]] = deque(self._records(earlier))
         tool = int(table.tool_hash[index])
         args_hash = int(table.args_hash[index])
         stats = scan_window(ring, tool, args_hash) if ring else ScanStats()  # type: ignore[arg-type]
@@ -215,6 +215,34 @@ class ScanResult:
             int(table.identity_hash[i]) if terminal else None,
             bool(table.no_progress[i]),
         ]
+
+    def _records(self, indices: Ints) -> list[list[Any]]:
+        """``_record`` of each call of ``indices``, their columns read at once."""
+        table = self.table
+        flags = table.flags[indices].tolist()
+        blocked = (self.level[indices] == 2).tolist()
+        out: list[list[Any]] = []
+        for (tool, args, result, unknown, identity), flag, block in zip(
+            table.hashes[indices].tolist(), flags, blocked, strict=True
+        ):
+            if block or flag[VETO]:
+                out.append([tool, args, None, 0.0, None, None, KIND_VETO, None, False])
+                continue
+            terminal = flag[TERMINAL]
+            out.append(
+                [
+                    tool,
+                    args,
+                    None,
+                    0.0,
+                    result if flag[HAS_RESULT] else None,
+                    unknown if flag[HAS_UNKNOWN] else None,
+                    KIND_TERMINAL_EXEC if terminal else 0,
+                    identity if terminal else None,
+                    flag[NO_PROGRESS],
+                ]
+            )
+        return out
 
     def to_records(self) -> list[dict[str, Any]]:
         """One plain dict per call: index, scope, tool, level, detector, count, terminal
