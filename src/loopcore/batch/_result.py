@@ -196,28 +196,10 @@ class ScanResult:
         known_poll = bool(table.known_poll[index])
         return _rules.verdict(stats, self.config, table.name(tool), args_hash, known_poll)
 
-    def _record(self, i: int) -> list[Any]:
-        """Call ``i`` in the reference ring layout (``_ring_py``): tool, args, call id,
-        time, result, unknown, kind, identity, stale."""
-        table = self.table
-        tool, args = int(table.tool_hash[i]), int(table.args_hash[i])
-        if self.level[i] == 2 or table.veto[i]:
-            return [tool, args, None, 0.0, None, None, KIND_VETO, None, False]
-        terminal = bool(table.terminal_exec[i])
-        return [
-            tool,
-            args,
-            None,
-            0.0,
-            int(table.result_hash[i]) if table.has_result[i] else None,
-            int(table.unknown_hash[i]) if table.has_unknown[i] else None,
-            KIND_TERMINAL_EXEC if terminal else 0,
-            int(table.identity_hash[i]) if terminal else None,
-            bool(table.no_progress[i]),
-        ]
-
     def _records(self, indices: Ints) -> list[list[Any]]:
-        """``_record`` of each call of ``indices``, their columns read at once."""
+        """The calls of ``indices`` in the reference ring layout (``_ring_py``): tool, args,
+        call id, time, result, unknown, kind, identity, stale; a blocked call as its veto.
+        Their columns are read at once, not value by value."""
         table = self.table
         flags = table.flags[indices].tolist()
         blocked = (self.level[indices] == 2).tolist()
