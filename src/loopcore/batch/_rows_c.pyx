@@ -79,14 +79,6 @@ include "_rows_line.pxi"
 include "_rows_exec.pxi"
 
 
-cdef struct Known:
-    # What ``read_line`` knows of a row from its line's text, for ``append``.
-    int outcome  # 0 (not known), EXEC_PLAIN or EXEC_TERMINAL: the result's ``hash``
-    uint64_t hash
-    uint64_t identity  # EXEC_TERMINAL: the failure's identity
-    int tool  # the tool name's entry in the tool cache (``tool_texts``), or -1
-    int poll  # the known-poll flag, or -1: ``known_poll`` reads the args
-
 # The fields of an event (formats._fast._Event), in the order they are read.
 cdef tuple EVENT_FIELDS = (
     "type", "tool", "args", "result", "error", "tool_call_id", "session", "run_id", "ts"

@@ -52,6 +52,15 @@ cdef enum:
     BY_TEXT_NONE, BY_TEXT_PLAIN, BY_TEXT_EXEC
 
 
+cdef struct Known:
+    # What ``read_line`` knows of a row from its line's text, for ``Rows.append``.
+    int outcome  # 0 (not known), EXEC_PLAIN or EXEC_TERMINAL: the result's ``hash``
+    uint64_t hash
+    uint64_t identity  # EXEC_TERMINAL: the failure's identity
+    int tool  # the tool name's entry in the tool cache (``Rows.tool_texts``), or -1
+    int poll  # the known-poll flag, or -1: ``known_poll`` reads the args
+
+
 cdef inline bint has_field(lc_event *ev, int field) noexcept:
     return (ev.present >> field) & 1
 
