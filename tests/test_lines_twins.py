@@ -56,6 +56,16 @@ class _Trickle(io.RawIOBase):
         raise AssertionError("read1 is there: lines are found in C")
 
 
+class _TrickleInto(_Trickle):
+    """A trickling stream read with ``readinto1`` (straight into the source's buffer)."""
+
+    def readinto1(self, buffer: Any) -> int:
+        return self.readinto(buffer)
+
+    def read1(self, size: int = -1) -> bytes:
+        raise AssertionError("readinto1 is there: blocks are read into the buffer")
+
+
 class _LinesOnly(io.RawIOBase):
     """A stream with ``readline`` and no ``read1``: a line read at a time."""
 
@@ -125,6 +135,7 @@ def test_blocks_of_any_size_make_the_same_lines(
     expected = _run(data, limit, False, strict)
     assert _run(data, limit, True, strict, block) == expected
     assert _run(data, limit, True, strict, block, _Trickle(data, step)) == expected
+    assert _run(data, limit, True, strict, block, _TrickleInto(data, step)) == expected
     assert _run(data, limit, True, strict, block, _LinesOnly(data)) == expected
 
 

@@ -6,6 +6,7 @@ cdef class Lines:
     cdef object source
     cdef object readline
     cdef object read1  # the stream's ``read1`` (blocks of it), or None: ``readline`` per line
+    cdef object readinto1  # with ``read1``: the stream's ``readinto1``, if it has one
     cdef Py_ssize_t limit
     cdef Py_ssize_t size
     cdef readonly long long number
@@ -29,4 +30,5 @@ cdef class Lines:
     cdef int finish(self) except -1
     cdef int too_long(self) except -1
     cdef int fill(self) except -1
+    cdef int room(self, Py_ssize_t size) except -1
     cdef int skip(self) except -1

@@ -5,7 +5,8 @@
 does: the same lines, a line longer than the limit reported and streamed past,
 and the source's ``count`` set when the lines are exhausted (or a report raised
 while reading them). Where the stream has ``read1`` (every stream ``load``
-opens does) it reads blocks of it and finds the line ends in C: the compiled
+opens does) it reads blocks of it (into its own buffer, with ``readinto1``
+where there is one) and finds the line ends in C: the compiled
 reading loop (``batch._rows_c``) takes each line as a span of that buffer
 (``next_span``), with no bytes object, tuple or int per line, and makes the
 bytes only of a line it must decode. Other streams are read a bounded
@@ -14,8 +15,12 @@ a block.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.buffer cimport PyBUF_WRITE
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcpy, memmove
+
+cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
 
 __all__ = ["BLOCK", "IMPLEMENTATION", "Lines"]
 
@@ -33,6 +38,9 @@ cdef class Lines:
         self.source = source
         self.readline = source.stream.readline
         self.read1 = getattr(source.stream, "read1", None)
+        self.readinto1 = (
+            getattr(source.stream, "readinto1", None) if self.read1 is not None else None
+        )
         self.limit = source.limit
         self.size = self.limit + 1  # room for the line end of a line of exactly ``limit`` bytes
         self.number = source.count
@@ -136,29 +144,47 @@ cdef class Lines:
         """One more block appended (the lines handed out dropped first); ``ended`` at
         the end of the stream."""
         cdef Py_ssize_t kept = self.tail - self.head
-        cdef Py_ssize_t got, wanted
-        cdef char *grown
+        cdef Py_ssize_t got
         if self.head:
             memmove(self.data, self.data + self.head, <size_t>kept)
             self.scanned -= self.head
             self.tail = kept
             self.head = 0
-        chunk = self.read1(self.block)
-        if type(chunk) is not bytes:
-            chunk = bytes(chunk)
-        got = PyBytes_GET_SIZE(chunk)
+        if self.readinto1 is not None:
+            # Read straight into the buffer: no bytes object, no copy.
+            self.room(kept + self.block)
+            view = PyMemoryView_FromMemory(self.data + kept, self.block, PyBUF_WRITE)
+            try:
+                count = self.readinto1(view)
+            finally:
+                view.release()
+            got = 0 if count is None else count
+            if not 0 <= got <= self.block:
+                raise ValueError(f"readinto1: returned {got} for a buffer of {self.block}")
+        else:
+            chunk = self.read1(self.block)
+            if type(chunk) is not bytes:
+                chunk = bytes(chunk)
+            got = PyBytes_GET_SIZE(chunk)
+            self.room(kept + got)
+            memcpy(self.data + kept, PyBytes_AS_STRING(chunk), <size_t>got)
         if got == 0:
             self.ended = True
             return 0
-        if kept + got > self.capacity:
-            wanted = max(kept + got, 2 * self.capacity)
+        self.tail = kept + got
+        return 0
+
+    cdef int room(self, Py_ssize_t size) except -1:
+        """A buffer of at least ``size`` bytes (the data in it kept)."""
+        cdef Py_ssize_t wanted
+        cdef char *grown
+        if size > self.capacity:
+            wanted = max(size, 2 * self.capacity)
             grown = <char *>realloc(self.data, <size_t>wanted)
             if grown == NULL:
                 raise MemoryError
             self.data = grown
             self.capacity = wanted
-        memcpy(self.data + kept, PyBytes_AS_STRING(chunk), <size_t>got)
-        self.tail = kept + got
         return 0
 
     cdef int skip(self) except -1:
