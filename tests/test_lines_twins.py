@@ -25,14 +25,78 @@ pytestmark = pytest.mark.skipif(
 )
 
 if "cython" in TWINS:
-    from loopcore.formats._lines_c import Lines  # type: ignore[import-not-found]
+    from loopcore.formats._lines_c import (  # type: ignore[import-not-found]
+        BLOCK,
+        Lines,
+    )
 
 
-def _run(data: bytes, limit: int, compiled: bool, strict: bool = False) -> tuple[Any, ...]:
+class _Trickle(io.RawIOBase):
+    """A stream that hands out at most ``step`` bytes a call (a pipe, a slow disk)."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        super().__init__()
+        self.data = memoryview(data)
+        self.step = step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), self.step, len(self.data))
+        buffer[:n] = self.data[:n]
+        self.data = self.data[n:]
+        return n
+
+    def read1(self, size: int = -1) -> bytes:
+        out = bytearray(min(self.step, size if size >= 0 else self.step))
+        return bytes(out[: self.readinto(out)])
+
+    def readline(self, size: int | None = -1) -> bytes:
+        raise AssertionError("read1 is there: lines are found in C")
+
+
+class _TrickleInto(_Trickle):
+    """A trickling stream read with ``readinto1`` (straight into the source's buffer)."""
+
+    def readinto1(self, buffer: Any) -> int:
+        return self.readinto(buffer)
+
+    def read1(self, size: int = -1) -> bytes:
+        raise AssertionError("readinto1 is there: blocks are read into the buffer")
+
+
+class _LinesOnly(io.RawIOBase):
+    """A stream with ``readline`` and no ``read1``: a line read at a time."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self.stream = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self.stream.readline(size)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("read1", "readinto1"):
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def _run(
+    data: bytes,
+    limit: int,
+    compiled: bool,
+    strict: bool = False,
+    block: int = 0,
+    stream: Any = None,
+) -> tuple[Any, ...]:
     err = io.StringIO()
     report = Problems("t.jsonl", strict, err)
-    source = LineSource(io.BytesIO(data), limit, report)
-    lines = Lines(source) if compiled else source.lines()
+    source = LineSource(io.BytesIO(data) if stream is None else stream, limit, report)
+    lines = Lines(source, block or BLOCK) if compiled else source.lines()
     got: list[tuple[int, bytes]] = []
     failure = None
     try:
@@ -52,6 +116,42 @@ def test_the_same_lines_reports_and_count(
 ) -> None:
     data = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
     assert _run(data, limit, True, strict) == _run(data, limit, False, strict)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_LINE, max_size=12),
+    st.booleans(),
+    st.integers(1, 16),
+    st.booleans(),
+    st.integers(1, 20),
+    st.integers(1, 7),
+)
+def test_blocks_of_any_size_make_the_same_lines(
+    parts: list[bytes], final_newline: bool, limit: int, strict: bool, block: int, step: int
+) -> None:
+    # Line ends and over-long lines met at every place in and across the blocks read.
+    data = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
+    expected = _run(data, limit, False, strict)
+    assert _run(data, limit, True, strict, block) == expected
+    assert _run(data, limit, True, strict, block, _Trickle(data, step)) == expected
+    assert _run(data, limit, True, strict, block, _TrickleInto(data, step)) == expected
+    assert _run(data, limit, True, strict, block, _LinesOnly(data)) == expected
+
+
+def test_a_long_line_is_held_no_longer_than_the_limit_and_a_block() -> None:
+    # 10 MB without a line end, a 1 KB limit: reported once, streamed past in blocks.
+    data = b"x" * 10_000_000 + b"\nok\n" + b"y" * 3000
+    got, count, err, reports, failure = _run(data, 1000, True, block=4096)
+    assert got == [(2, b"ok\n")]
+    assert (count, reports, failure) == (3, 2, None)
+    assert err.count("line longer than 1000 bytes") == 2
+
+
+def test_the_block_size_must_be_positive() -> None:
+    source = LineSource(io.BytesIO(b""), 10, Problems("t.jsonl", False, io.StringIO()))
+    with pytest.raises(ValueError, match="block: expected a positive size, got 0"):
+        Lines(source, 0)
 
 
 def test_the_source_iterates_compiled_and_continues_where_it_stopped() -> None:

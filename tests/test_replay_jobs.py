@@ -198,3 +198,39 @@ def test_load_checks_jobs_and_extend_checks_its_part(tmp_path: Path) -> None:
     first, second = builder.build(), again.build()
     assert first.hashes.tobytes() == second.hashes.tobytes()
     assert first.scopes == second.scopes
+
+
+def test_parts_taken_build_the_table_of_parts_extended() -> None:
+    from loopcore.batch import CallTableBuilder
+    from loopcore.batch._table import COMPACTION
+
+    def piece(calls: list[tuple[str, str]], compaction: str | None = None) -> Any:
+        builder = CallTableBuilder()
+        for tool, run in calls:
+            builder.add(tool, {"n": len(tool)}, result=tool, run_id=run)
+        if compaction is not None:
+            builder.add_compaction(run_id=compaction)  # pending: arms the next piece's call
+        return builder.part()
+
+    parts = [
+        piece([("read", "r1"), ("exec", "r2")], compaction="r2"),
+        piece([("exec", "r2"), ("edit", "r3"), ("exec", "r2")]),
+        piece([]),
+        piece([("read", "r3"), ("read", "r1")], compaction="r4"),
+    ]
+    extended, taken = CallTableBuilder(), CallTableBuilder()
+    for builder in (extended, taken):
+        builder.add("wait", {}, result="w", run_id="r0")
+    rows = []
+    for part in parts:
+        extended.extend(part)
+        rows.append(taken.take(part))
+    assert sum(len(r.scope) for r in rows) == len(extended) - 1
+    assert len(taken) == 1  # taking appends nothing
+    want, got = extended.build(), taken.build(rows)
+    assert got.flags[:, COMPACTION].sum() == 1  # r2's compaction, armed across the cut
+    for column in ("scope", "hashes", "flags"):
+        assert getattr(got, column).tobytes() == getattr(want, column).tobytes()
+        assert getattr(got, column).dtype == getattr(want, column).dtype
+    assert (got.scopes, got.names) == (want.scopes, want.names)
+    assert extended.part().pending == taken.part().pending

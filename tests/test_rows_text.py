@@ -65,7 +65,14 @@ _VALUES = st.recursive(
     max_leaves=8,
 )
 _OUTPUT = _TEXT | st.sampled_from(
-    ["  out  ", "\x1cout\x1f", "\u00a0out", "out\u2003", "\t\n", " ", "x\u00e9", "\u00e9x"]
+    [
+        *("  out  ", "\x1cout\x1f", "\u00a0out", "out\u2003", "\t\n", " ", "x\u00e9", "\u00e9x"),
+        # What shape() reduces (SPEC §8.4), and the bare exit footers of the codes below.
+        *("error at 2024-01-02T03:04:05.678Z (attempt 3, took 12ms, pid 4242)", "retry #2 in 5 s"),
+        *("at 10:20:30 PID=77 ppid 1 1.5 seconds", "12:00:00" * 40, "fail\u00e9 attempt 2"),
+        *("(Command exited with code 1)", "(Command exited with code -1)", " (Command exited"),
+        *("(Command exited with code 2)\n", "(Command exited with code 1.0)", "x" * 600 + " 3ms"),
+    ]
 )
 #: Exec results of the shapes the exec rule reads, the common one among them.
 _EXEC_RESULT = st.fixed_dictionaries(
@@ -73,7 +80,12 @@ _EXEC_RESULT = st.fixed_dictionaries(
         "details": st.fixed_dictionaries(
             {
                 "status": st.sampled_from(["completed"] * 3 + ["failed", "running", "blocked"]),
-                "exitCode": st.sampled_from([0] * 6 + [1, -1, None, 0.0, False, "0"]),
+                "exitCode": st.sampled_from(
+                    [0] * 6
+                    + [1] * 3
+                    + [2, -1, None, 0.0, 1.0, False, "0"]
+                    + [-(2**40), 10**14, 10**15, 2**63, -(2**63), 10**30]
+                ),
                 "aggregated": _OUTPUT,
             },
             optional={
@@ -114,7 +126,10 @@ _RESULT = (
     | _VALUES
 )
 _TOOLS = st.sampled_from(
-    ["read", "edit", "exec", "process", "write", "wait", "message", "update_plan", "caf\u00e9"]
+    [
+        *("read", "edit", "exec", "process", "write", "wait", "message", "update_plan"),
+        *("command_status", "caf\u00e9", "wai", "processes"),
+    ]
 )
 #: Fields as Python values (written by ``json``), or "!raw" JSON text written as it is.
 _FIELDS = st.fixed_dictionaries(
@@ -192,6 +207,12 @@ def _line(draw: st.DrawFn) -> bytes:
         line = line.replace(b'"status"', b'"st\\u0061tus"', 1)
     elif flaw == 10:
         line = line.replace(b'"exitCode": 0', b'"exitCode": 0 ', 1)
+    elif flaw == 11:
+        line = line.replace(b'"exitCode": 0', b'"exitCode": -0', 1)
+    elif flaw == 12:
+        line = line.replace(b'"exitCode": 1', b'"exitCode": 1e0', 1)
+    elif flaw == 13:
+        line = line.replace(b'"exitCode": 1', b'"exitCode": 1.50', 1)
     return line
 
 
@@ -253,8 +274,10 @@ def test_common_lines_are_read_from_their_text() -> None:
         {"tool": "exec", "args": {}, "result": {"details": {**done, "status": "failed"}}},
         {"tool": "exec", "args": {}, "result": {"details": {**done, "exitCode": 1}}},
         {"tool": "exec", "args": {}, "result": {"details": {**done, "aggregated": " "}}},
+        {"tool": "exec", "args": {}, "result": {"details": {**done, "exitCode": 1.0}}},
     ]
-    assert _rows_read([json.dumps(e).encode() for e in execs]) == (5, [], 3)
+    # The failed one's too (a terminal failure, shaped in C); not a blank one, nor 1.0.
+    assert _rows_read([json.dumps(e).encode() for e in execs]) == (6, [], 4)
 
 
 @pytest.mark.parametrize(

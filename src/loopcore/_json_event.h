@@ -259,16 +259,42 @@ static const unsigned char *lc_event_value(const unsigned char *p, const unsigne
     }
 }
 
-/* Which of ``count`` names a key (its bytes between the quotes) is; -1: none. */
+/* Which of ``count`` names a key (its bytes between the quotes) is; -1: none. A key
+ * holds no NUL (it would have given up), so ``strncmp`` stops within both. */
 static inline int lc_event_name(const unsigned char *key, size_t n, const char *const *names,
                                 int count)
 {
     int i;
     for (i = 0; i < count; i++)
-        if (strlen(names[i]) == n && memcmp(key, names[i], n) == 0)
+        if ((unsigned char)names[i][0] == key[0] && strncmp(names[i], (const char *)key, n) == 0
+            && names[i][n] == '\0')
             return i;
     return -1;
 }
+
+/* The bytes that end the plain run of a key: its closing quote, or one that gives
+ * up (an escape, a control character, a non-ASCII byte). */
+static const unsigned char lc_event_key_stop[256] = {
+    /* 0x00-0x1f */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    /* 0x20-0x7f: the quote (0x22) and the backslash (0x5c) */
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    /* 0x80-0xff */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
 
 /* Find the members of the JSON object that is the whole of ``text[0:n]`` (white
  * space around it allowed): member ``i`` is the one whose key is ``names[i]``,
@@ -296,12 +322,9 @@ static int lc_event_object(const unsigned char *text, size_t n, const char *cons
         if (p >= end || *p != '"')
             return LC_EVENT_GIVE_UP; /* an empty object, a trailing comma, ... */
         key = ++p;
-        while (p < end && *p != '"') {
-            if (*p == '\\' || *p < 0x20 || *p >= 0x80)
-                return LC_EVENT_GIVE_UP;
+        while (p < end && !lc_event_key_stop[*p])
             p++;
-        }
-        if (p >= end)
+        if (p >= end || *p != '"')
             return LC_EVENT_GIVE_UP;
         field = names == NULL ? lc_event_field(key, (size_t)(p - key))
                               : lc_event_name(key, (size_t)(p - key), names, count);

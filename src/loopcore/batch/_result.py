@@ -22,7 +22,7 @@ from .._counts import scan_window
 from .._records import KIND_TERMINAL_EXEC, KIND_VETO, NOT_STUCK, ScanStats, Verdict
 from .._rules import DETECTORS, LEVELS
 from ._kernels import Bools, Ints, ScopeIndex, Stats, scope_index
-from ._table import CallTable
+from ._table import HAS_RESULT, HAS_UNKNOWN, NO_PROGRESS, TERMINAL, VETO, CallTable
 
 __all__ = ["ScanResult", "ScanTotals", "ScopeSummary"]
 
@@ -183,7 +183,7 @@ class ScanResult:
         earlier = order[start + max(0, position - history) : start + position]
         # The reference scan over the window as the gateway holds it (a blocked call as
         # its veto), with hashes standing in for names.
-        ring: deque[list[Any]] = deque(self._record(i) for i in earlier.tolist())
+        ring: deque[list[Any]] = deque(self._records(earlier))
         tool = int(table.tool_hash[index])
         args_hash = int(table.args_hash[index])
         stats = scan_window(ring, tool, args_hash) if ring else ScanStats()  # type: ignore[arg-type]
@@ -196,25 +196,35 @@ class ScanResult:
         known_poll = bool(table.known_poll[index])
         return _rules.verdict(stats, self.config, table.name(tool), args_hash, known_poll)
 
-    def _record(self, i: int) -> list[Any]:
-        """Call ``i`` in the reference ring layout (``_ring_py``): tool, args, call id,
-        time, result, unknown, kind, identity, stale."""
+    def _records(self, indices: Ints) -> list[list[Any]]:
+        """The calls of ``indices`` in the reference ring layout (``_ring_py``): tool, args,
+        call id, time, result, unknown, kind, identity, stale; a blocked call as its veto.
+        Their columns are read at once, not value by value."""
         table = self.table
-        tool, args = int(table.tool_hash[i]), int(table.args_hash[i])
-        if self.level[i] == 2 or table.veto[i]:
-            return [tool, args, None, 0.0, None, None, KIND_VETO, None, False]
-        terminal = bool(table.terminal_exec[i])
-        return [
-            tool,
-            args,
-            None,
-            0.0,
-            int(table.result_hash[i]) if table.has_result[i] else None,
-            int(table.unknown_hash[i]) if table.has_unknown[i] else None,
-            KIND_TERMINAL_EXEC if terminal else 0,
-            int(table.identity_hash[i]) if terminal else None,
-            bool(table.no_progress[i]),
-        ]
+        flags = table.flags[indices].tolist()
+        blocked = (self.level[indices] == 2).tolist()
+        out: list[list[Any]] = []
+        for (tool, args, result, unknown, identity), flag, block in zip(
+            table.hashes[indices].tolist(), flags, blocked, strict=True
+        ):
+            if block or flag[VETO]:
+                out.append([tool, args, None, 0.0, None, None, KIND_VETO, None, False])
+                continue
+            terminal = flag[TERMINAL]
+            out.append(
+                [
+                    tool,
+                    args,
+                    None,
+                    0.0,
+                    result if flag[HAS_RESULT] else None,
+                    unknown if flag[HAS_UNKNOWN] else None,
+                    KIND_TERMINAL_EXEC if terminal else 0,
+                    identity if terminal else None,
+                    flag[NO_PROGRESS],
+                ]
+            )
+        return out
 
     def to_records(self) -> list[dict[str, Any]]:
         """One plain dict per call: index, scope, tool, level, detector, count, terminal
@@ -303,11 +313,13 @@ class ScanResult:
         ranked = np.argsort(np.where(firing >= 0, firing, len(order)), axis=1, kind="stable") + 1
         fired = np.count_nonzero(firing >= 0, axis=1)
         names: dict[tuple[int, ...], tuple[str, ...]] = {}
-        traced = order.tolist()
         firsts = firing.tolist()
+        # A few places per scope are looked up: read from ``order`` one by one (a list of
+        # the whole of it would cost more than every look-up).
+        traced = order
 
         def trace_index(place: int) -> int | None:
-            return traced[place] if place >= 0 else None
+            return int(traced[place]) if place >= 0 else None
 
         summaries = []
         for i in np.argsort(order[starts], kind="stable").tolist():
@@ -325,7 +337,7 @@ class ScanResult:
                     aborted_at=trace_index(int(marks.aborted[i])),
                     detectors=names[codes],
                     saved=int(marks.sizes[i] - marks.stop[i]),
-                    first_fired=tuple(traced[firsts[i][code - 1]] for code in codes),
+                    first_fired=tuple(int(traced[firsts[i][code - 1]]) for code in codes),
                 )
             )
         return summaries

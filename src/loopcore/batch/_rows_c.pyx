@@ -17,7 +17,7 @@ compiled twin is unsure of) runs the same Python code the reference does.
 """
 
 from cpython cimport array
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
@@ -77,6 +77,7 @@ cdef extern from "_json_canon.h":
 
 include "_rows_line.pxi"
 include "_rows_exec.pxi"
+
 
 # The fields of an event (formats._fast._Event), in the order they are read.
 cdef tuple EVENT_FIELDS = (
@@ -228,6 +229,10 @@ cdef class Rows:
     cdef list tool_texts
     cdef list tool_values
     cdef list tool_rules
+    # Each cached tool's name hash, once ``append`` has asked ``name_of`` for it.
+    cdef uint64_t tool_name_hashes[TOOL_CACHE]
+    cdef bint tool_named[TOOL_CACHE]
+    cdef int tool_polls[TOOL_CACHE]  # ``tool_poll`` of each
     cdef list field_texts
     cdef list field_values
     # How many lines ``read_line`` made rows of, and of how many it hashed the result
@@ -278,10 +283,18 @@ cdef class Rows:
             return self.name(name)
         return <object>found
 
+    cdef inline uint64_t known_name(self, object name, int tool) except? 0:
+        """``name_of`` a name, kept in its tool cache entry ``tool`` (-1: none)."""
+        if tool < 0:
+            return self.name_of(name)
+        if not self.tool_named[tool]:
+            self.tool_name_hashes[tool] = self.name_of(name)
+            self.tool_named[tool] = True
+        return self.tool_name_hashes[tool]
+
     cdef Py_ssize_t add(self, object tool_name, object args, object result, object error,
                         object session, object run_id, int hashed=0,
-                        uint64_t args_hash=0, int outcome_known=0,
-                        uint64_t known_hash=0) except -1:
+                        uint64_t args_hash=0, Known *known=NULL) except -1:
         cdef bint cached = (
             (session is None or type(session) is str or type(session) is int)
             and (run_id is None or type(run_id) is str)
@@ -295,8 +308,7 @@ cdef class Rows:
         ):
             # The key of the last call (same exact types, equal values): its dict entry.
             return self.append(
-                self.last_scope, tool_name, args, result, error, hashed, args_hash,
-                outcome_known, known_hash,
+                self.last_scope, tool_name, args, result, error, hashed, args_hash, known
             )
         key = None
         if cached:
@@ -312,39 +324,41 @@ cdef class Rows:
             self.last_session = session
             self.last_run = run_id
             self.last_scope = scope
-        return self.append(
-            scope, tool_name, args, result, error, hashed, args_hash, outcome_known, known_hash
-        )
+        return self.append(scope, tool_name, args, result, error, hashed, args_hash, known)
 
     cdef Py_ssize_t append(self, object scope, object tool_name, object args, object result,
                            object error, int hashed=0, uint64_t args_hash=0,
-                           int outcome_known=0, uint64_t known_hash=0) except -1:
+                           Known *known=NULL) except -1:
         # ``hashed`` (``raw_call_hash``'s answer): ``args_hash`` is the call hash,
         # read from the args' JSON text, and ``args`` None (no rule of this tool reads
         # them, and a tool whose known-poll flag does is never hashed so).
-        # ``outcome_known``: ``known_hash`` is the hash of a plain result, read from
-        # its JSON text (``read_line``): no unknown tool, no kind, no identity.
+        # ``known`` (``read_line``): what the line's text told. An outcome: the hash
+        # of a result read from its JSON text, with no unknown tool; EXEC_PLAIN: no
+        # kind, no identity; EXEC_TERMINAL: a terminal exec failure and its identity.
+        # A cached tool: its name hash kept there, once asked of ``name_of``.
         cdef uint64_t row_hashes[5]
         cdef unsigned char row_flags[8]
         cdef long long scope_id = scope
+        cdef int outcome = 0 if known == NULL else known.outcome
         if not hashed:
             args_hash = row_call_hash(tool_name, args)
-        if outcome_known:
-            # A plain result: its hash, no unknown tool, no kind, no identity.
-            row_hashes[0] = self.name_of(tool_name)
-            row_hashes[2] = known_hash
+        if outcome:
+            row_hashes[0] = self.known_name(tool_name, known.tool)
+            row_hashes[2] = known.hash
             row_hashes[3] = 0
-            row_hashes[4] = 0
+            row_hashes[4] = known.identity if outcome == EXEC_TERMINAL else 0
             row_flags[0] = 1
             row_flags[1] = 0
             row_flags[4] = 0
-            row_flags[5] = 0
+            row_flags[5] = outcome == EXEC_TERMINAL
             row_flags[6] = 0
         else:
             result_hash, unknown, kind, identity, no_progress = row_outcome(
                 tool_name, args, result, error, self.normalizers, self.send_tools
             )
-            row_hashes[0] = self.name_of(tool_name)
+            row_hashes[0] = (
+                self.name_of(tool_name) if known == NULL else self.known_name(tool_name, known.tool)
+            )
             row_hashes[2] = 0 if result_hash is None else <uint64_t>result_hash
             row_hashes[3] = 0 if unknown is None else self.name_of(unknown)
             row_hashes[4] = 0 if identity is None else <uint64_t>identity
@@ -354,7 +368,10 @@ cdef class Rows:
             row_flags[5] = kind == KIND_TERMINAL
             row_flags[6] = bool(no_progress)
         row_hashes[1] = args_hash
-        row_flags[2] = known_poll(tool_name, args)
+        if known != NULL and known.poll >= 0:
+            row_flags[2] = known.poll
+        else:
+            row_flags[2] = known_poll(tool_name, args)
         row_flags[3] = bool(self.pending) and scope in self.pending
         row_flags[7] = 0
         # Everything that could fail has run: the three columns grow together.
@@ -382,6 +399,9 @@ cdef class Rows:
         cdef Py_ssize_t at[F_COUNT]
         cdef uint64_t args_hash = 0
         cdef int hashed
+        cdef bint read
+        cdef const char *text
+        cdef Py_ssize_t size
         cdef bint raw_args = len(decoder) > 6 and decoder[6] is not None
         # Lines read from their JSON text first (``read_line``), unless turned off.
         cdef bint by_text = raw_args and (len(decoder) <= 7 or bool(decoder[7]))
@@ -397,19 +417,26 @@ cdef class Rows:
         iterator = iter(lines) if source is None else None
         while True:
             if source is not None:
-                line = source.next_line()
-                if line is None:
+                # A span of the source's buffer: bytes are made only of a line decoded.
+                if not source.next_span(&text, &size):
                     break
                 number = source.number
+                read = by_text and read_line(
+                    self, <const unsigned char *>text, <size_t>size, decode_args, errors, unset
+                )
+                if not read:
+                    line = PyBytes_FromStringAndSize(text, size)
             else:
                 item = next(iterator, None)
                 if item is None:
                     break
                 number_, line = item
                 number = number_
-            if by_text and type(line) is bytes and read_line(
-                self, line, decode_args, errors, unset
-            ):
+                read = by_text and type(line) is bytes and read_line(
+                    self, <const unsigned char *>PyBytes_AS_STRING(line),
+                    <size_t>PyBytes_GET_SIZE(line), decode_args, errors, unset
+                )
+            if read:
                 kept = number
                 array.extend_buffer(row_lines, <char *>&kept, 1)
                 if number % every == 0:

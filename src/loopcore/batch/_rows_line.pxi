@@ -43,12 +43,22 @@ cdef object NOT_SURE = object()
 # The canonical encoding of a str starts with its tag and length (9 bytes).
 cdef size_t STR_HEAD = 9
 # Tool names kept by their JSON text: a trace has few tools.
-cdef Py_ssize_t TOOL_CACHE = 16
+cdef enum:
+    TOOL_CACHE = 16
 # Which results of a tool are hashed from their text: none, a str one of a tool
 # with no special rule (hashed whole), exec's common one (_rows_exec.pxi). A send
 # tool's or one with a host normaliser never are.
 cdef enum:
     BY_TEXT_NONE, BY_TEXT_PLAIN, BY_TEXT_EXEC
+
+
+cdef struct Known:
+    # What ``read_line`` knows of a row from its line's text, for ``Rows.append``.
+    int outcome  # 0 (not known), EXEC_PLAIN or EXEC_TERMINAL: the result's ``hash``
+    uint64_t hash
+    uint64_t identity  # EXEC_TERMINAL: the failure's identity
+    int tool  # the tool name's entry in the tool cache (``Rows.tool_texts``), or -1
+    int poll  # the known-poll flag, or -1: ``known_poll`` reads the args
 
 
 cdef inline bint has_field(lc_event *ev, int field) noexcept:

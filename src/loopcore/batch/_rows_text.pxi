@@ -3,19 +3,24 @@
 # Included at the end of _rows_c.pyx (its helpers are in _rows_line.pxi): the
 # reading loop tries ``read_line`` on each line before decoding it.
 
-cdef object line_tool(Rows rows, lc_event *ev, int *rule):
+cdef object line_tool(Rows rows, lc_event *ev, int *rule, Known *known):
     """The tool name of a line (a str), or NOT_SURE; ``rule``: which of its results
-    may be hashed from their text (``BY_TEXT_*``)."""
+    may be hashed from their text (``BY_TEXT_*``); ``known``: its tool cache entry
+    and known-poll flag."""
     cdef const unsigned char *text = ev.start[LC_EV_TOOL]
     cdef size_t n = ev.size[LC_EV_TOOL]
     cdef Py_ssize_t i
     for i in range(len(rows.tool_texts)):
         if same_text(<bytes>rows.tool_texts[i], text, n):
             rule[0] = <int>rows.tool_rules[i]
-            return rows.tool_values[i]
+            tool = rows.tool_values[i]
+            known.tool = <int>i
+            known.poll = rows.tool_polls[i]
+            return tool
     tool = text_value(text, n)
     if tool is NOT_SURE:
         return tool
+    known.poll = tool_poll(<str>tool)
     rule[0] = BY_TEXT_NONE
     if not (
         (rows.send_tools and tool in rows.send_tools)
@@ -26,10 +31,24 @@ cdef object line_tool(Rows rows, lc_event *ev, int *rule):
         elif tool == "exec":
             rule[0] = BY_TEXT_EXEC
     if len(rows.tool_texts) < TOOL_CACHE:
+        known.tool = <int>len(rows.tool_texts)
+        rows.tool_named[known.tool] = False
+        rows.tool_polls[known.tool] = known.poll
         rows.tool_texts.append(span(ev, LC_EV_TOOL))
         rows.tool_values.append(tool)
         rows.tool_rules.append(rule[0])
     return tool
+
+
+cdef inline int tool_poll(str tool) noexcept:
+    """``known_poll`` of an exact str name, or -1 for a process call (its args tell)."""
+    cdef Py_ssize_t size = len(tool)
+    if size == 4 or size == 7 or size == 14:
+        if tool == "wait" or tool == "command_status":
+            return 1
+        if tool == "process":
+            return -1
+    return 0
 
 
 cdef object line_text(Rows rows, lc_event *ev, int field):
@@ -46,21 +65,18 @@ cdef object line_text(Rows rows, lc_event *ev, int field):
     return value
 
 
-cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
-                   object unset) except -1:
-    """Make the row of a common event line from its JSON text; 1 when made, 0 when
-    the line is to go the msgspec way (nothing was added)."""
+cdef int read_line(Rows rows, const unsigned char *line, size_t size, object decode_value,
+                   object errors, object unset) except -1:
+    """Make the row of a common event line (``line[0:size]``) from its JSON text; 1
+    when made, 0 when the line is to go the msgspec way (nothing was added)."""
     cdef lc_event ev
     cdef uint64_t args_hash = 0
-    cdef uint64_t known_hash = 0
+    cdef Known known
     cdef int hashed
-    cdef int outcome_known = 0
     cdef int rule = BY_TEXT_NONE
     cdef const unsigned char *text
     cdef size_t n
-    if lc_event_scan(
-        <const unsigned char *>PyBytes_AS_STRING(line), <size_t>PyBytes_GET_SIZE(line), &ev
-    ) != LC_EVENT_OK:
+    if lc_event_scan(line, size, &ev) != LC_EVENT_OK:
         return 0
     if not (has_field(&ev, LC_EV_TOOL) and has_field(&ev, LC_EV_ARGS)):
         return 0
@@ -85,7 +101,9 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
         n = ev.size[LC_EV_CALL_ID]
         if not (lc_event_is(text, n, b"null") or is_string(text, n)):
             return 0
-    tool = line_tool(rows, &ev, &rule)
+    known.outcome = 0
+    known.tool = -1
+    tool = line_tool(rows, &ev, &rule, &known)
     session = line_text(rows, &ev, LC_EV_SESSION)
     run_id = line_text(rows, &ev, LC_EV_RUN_ID)
     if tool is NOT_SURE or session is NOT_SURE or run_id is NOT_SURE:
@@ -103,11 +121,11 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     if has_field(&ev, LC_EV_RESULT):
         text = ev.start[LC_EV_RESULT]
         n = ev.size[LC_EV_RESULT]
-        if (
-            (rule == BY_TEXT_PLAIN and text[0] == c'"' and text_hash(text, n, &known_hash))
-            or (rule == BY_TEXT_EXEC and exec_hash(text, n, &known_hash))
-        ):
-            outcome_known = 1
+        if rule == BY_TEXT_PLAIN and text[0] == c'"' and text_hash(text, n, &known.hash):
+            known.outcome = EXEC_PLAIN
+        elif rule == BY_TEXT_EXEC:
+            known.outcome = exec_hash(text, n, &known.hash, &known.identity)
+        if known.outcome:
             result = None
         else:
             try:
@@ -117,11 +135,10 @@ cdef int read_line(Rows rows, bytes line, object decode_value, object errors,
     error = None if has_field(&ev, LC_EV_ERROR) else unset
     try:
         rows.add(
-            tool, args, result, error, session, run_id, hashed, args_hash, outcome_known,
-            known_hash,
+            tool, args, result, error, session, run_id, hashed, args_hash, &known
         )
     except READ_ERRORS:
         return 0
     rows.lines_read += 1
-    rows.results_read += outcome_known
+    rows.results_read += known.outcome != 0
     return 1

@@ -38,6 +38,7 @@ __all__ = [
     "CallTable",
     "CallTableBuilder",
     "EventError",
+    "PartRows",
     "TablePart",
     "name_hash",
 ]
@@ -269,6 +270,16 @@ class TablePart(NamedTuple):
     pending: list[int]
 
 
+class PartRows(NamedTuple):
+    """The rows of a ``TablePart`` as ``CallTableBuilder.take`` numbered them: the scope ids
+    of the builder (int64), the hashes (uint64, HASH_COLUMNS a row) and the flags (uint8,
+    FLAG_COLUMNS a row)."""
+
+    scope: npt.NDArray[np.int64]
+    hashes: npt.NDArray[np.uint64]
+    flags: npt.NDArray[np.uint8]
+
+
 class CallTableBuilder:
     """Collects call events, fingerprinted as they arrive, into a ``CallTable``.
 
@@ -410,6 +421,17 @@ class CallTableBuilder:
         Scopes are matched by key and numbered in order of first appearance; a
         compaction still pending here arms the part's first call of that scope.
         """
+        scope, _, flags = self.take(part)
+        self._scope_column.frombytes(scope.tobytes())
+        self._hashes.frombytes(part.hashes)
+        self._flags.frombytes(flags.tobytes())
+
+    def take(self, part: TablePart) -> PartRows:
+        """``extend`` without appending: the part's rows, its scopes numbered here and its
+        compactions armed, to be handed to ``build`` after the rows of this builder and
+        of the parts taken before it (the scopes, names and pending compactions are
+        this builder's now, as ``extend`` leaves them). A merge of many parts so joins
+        each column once, instead of growing it part by part."""
         local = np.array(
             [self._scope(session, run_id) for session, run_id in part.scopes], np.int64
         )
@@ -431,15 +453,24 @@ class CallTableBuilder:
         self._pending.update(local[part.pending].tolist() if part.pending else ())
         for hash_value, name in part.names.items():
             self._names.setdefault(hash_value, name)
-        self._scope_column.frombytes(mapped.astype(np.int64).tobytes())
-        self._hashes.frombytes(part.hashes)
-        self._flags.frombytes(flags.tobytes())
+        hashes = np.frombuffer(part.hashes, np.uint64).reshape(-1, HASH_COLUMNS)
+        return PartRows(mapped.astype(np.int64, copy=False), hashes, flags)
 
-    def build(self) -> CallTable:
-        """The table of everything added so far (the builder can go on adding)."""
+    def build(self, taken: Sequence[PartRows] = ()) -> CallTable:
+        """The table of everything added so far, followed by the rows of ``taken`` (parts
+        given to ``take``, in the order taken); the builder can go on adding."""
         n = len(self._scope_column)
-        scope = np.frombuffer(self._scope_column, np.int64).copy()
-        hashes = np.frombuffer(self._hashes, np.uint64).reshape(n, HASH_COLUMNS).copy()
-        flags = np.frombuffer(self._flags, np.uint8).reshape(n, FLAG_COLUMNS).astype(np.bool_)
+        scope = np.frombuffer(self._scope_column, np.int64)
+        hashes = np.frombuffer(self._hashes, np.uint64).reshape(n, HASH_COLUMNS)
+        flags = np.frombuffer(self._flags, np.uint8).reshape(n, FLAG_COLUMNS)
+        if taken:
+            # One copy of each column (the builder's own rows are copied too: the
+            # compiled rows grow its arrays, so no view of them may stay).
+            scope = np.concatenate([scope, *(rows.scope for rows in taken)])
+            hashes = np.concatenate([hashes, *(rows.hashes for rows in taken)])
+            flags = np.concatenate([flags, *(rows.flags for rows in taken)])
+        else:
+            scope = scope.copy()
+            hashes = hashes.copy()
         scopes = tuple((session_of(key), key[1]) for key in self._scope_ids)
-        return CallTable(scope, hashes, flags, scopes, dict(self._names))
+        return CallTable(scope, hashes, flags.astype(np.bool_), scopes, dict(self._names))

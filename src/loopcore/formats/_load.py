@@ -308,7 +308,7 @@ def load(
     if jobs > 1 and sum(sizes) >= _parallel.PARALLEL_MIN_BYTES:
         tasks = _parallel.plan(files, sizes, jobs, input_format, max_line_bytes, strict)
         if len(tasks) > 1:
-            return _load_parallel(tasks, jobs, builder, row_lines, summaries, bar, err)
+            return _load_parallel(tasks, jobs, builder, summaries, bar, err)
     try:
         for path, size in zip(files, sizes, strict=True):
             summary = FileSummary(path, first_row=len(builder))
@@ -381,12 +381,11 @@ def _load_parallel(
     tasks: list[_parallel.Task],
     jobs: int,
     builder: CallTableBuilder,
-    row_lines: array[int],
     summaries: list[FileSummary],
     bar: _Progress,
     err: TextIO,
 ) -> Traces:
-    merge = _parallel.Merge(builder, row_lines, err)
+    merge = _parallel.Merge(builder, err)
     offset = 0
     try:
         for task, piece in _parallel.pieces(tasks, jobs):
@@ -401,18 +400,17 @@ def _load_parallel(
             merge.finish()
     finally:
         bar.close()
-    return _traces(builder, row_lines, summaries)
+    table, lines = merge.build()
+    return _traced(table, lines, summaries)
 
 
 def _traces(
     builder: CallTableBuilder, row_lines: array[int], summaries: list[FileSummary]
 ) -> Traces:
-    table = builder.build()
+    return _traced(builder.build(), np.frombuffer(row_lines, np.int64).copy(), summaries)
+
+
+def _traced(table: CallTable, lines: npt.NDArray[np.int64], summaries: list[FileSummary]) -> Traces:
     starts = np.array([s.first_row for s in summaries], np.int64)
     file_index = np.searchsorted(starts, np.arange(len(table)), side="right") - 1
-    return Traces(
-        table=table,
-        files=summaries,
-        lines=np.frombuffer(row_lines, np.int64).copy(),
-        file_index=file_index.astype(np.int64),
-    )
+    return Traces(table=table, files=summaries, lines=lines, file_index=file_index.astype(np.int64))

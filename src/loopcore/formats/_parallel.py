@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
+import numpy.typing as npt
 
-from ..batch import CallTableBuilder
-from ..batch._table import TablePart
+from ..batch import CallTable, CallTableBuilder
+from ..batch._table import PartRows, TablePart
 from ._detect import detect
 from ._files import InputError, open_trace, reason
 from ._reader import LOOPCORE, MAX_REPORTS, SKIP_CHUNK, FileSummary, LineSource, Problems
@@ -289,18 +290,25 @@ def pieces(tasks: list[Task], jobs: int) -> Iterator[tuple[Task, Piece]]:
 
 
 class Merge:
-    """Appends pieces, in input order, to the table and the files' summaries."""
+    """Appends pieces, in input order, to the table and the files' summaries.
 
-    def __init__(self, builder: CallTableBuilder, row_lines: array[int], err: TextIO) -> None:
+    Each piece's rows are taken by the builder (``CallTableBuilder.take``: its
+    scopes numbered, its compactions armed) and kept, with its line numbers, until
+    ``build`` joins every column once: no column grows piece by piece.
+    """
+
+    def __init__(self, builder: CallTableBuilder, err: TextIO) -> None:
         self.builder = builder
-        self.row_lines = row_lines
         self.err = err
         self.summary: FileSummary | None = None
         self.report: Problems | None = None
         self.offset = 0  # lines of the file's earlier pieces
+        self.taken: list[PartRows] = []
+        self.lines: list[npt.NDArray[np.int64]] = []
+        self.rows = len(builder)  # rows of the table so far, the taken ones included
 
     def start(self, path: str, strict: bool) -> FileSummary:
-        self.summary = FileSummary(path, first_row=len(self.builder))
+        self.summary = FileSummary(path, first_row=self.rows)
         self.report = Problems(path, strict, self.err)
         self.offset = 0
         return self.summary
@@ -319,9 +327,10 @@ class Merge:
         except InputError:
             report.close()
             raise
-        self.builder.extend(piece.part)
-        rows = np.frombuffer(piece.row_lines, np.int64)
-        self.row_lines.frombytes((rows + offset).astype(np.int64).tobytes())
+        taken = self.builder.take(piece.part)
+        self.taken.append(taken)
+        self.rows += len(taken.scope)
+        self.lines.append(np.frombuffer(piece.row_lines, np.int64) + offset)
         if task.first:
             summary.format = piece.summary.format
         summary.unanswered += piece.summary.unanswered
@@ -337,4 +346,10 @@ class Merge:
         summary.lines = self.offset
         summary.blank = report.blank
         summary.skipped = report.count
-        summary.calls = len(self.builder) - summary.first_row
+        summary.calls = self.rows - summary.first_row
+
+    def build(self) -> tuple[CallTable, npt.NDArray[np.int64]]:
+        """The table (the builder's rows, then every piece's) and each row's line number."""
+        table = self.builder.build(self.taken)
+        lines = np.concatenate(self.lines) if self.lines else np.zeros(0, np.int64)
+        return table, lines
