@@ -244,7 +244,7 @@ static int lc_has_digit(PyObject *text) {
     return 0;
 }
 
-static PyObject *lc_shape_str(PyObject *text) {
+static inline PyObject *lc_shape_str(PyObject *text) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int cut = n > 2 * LC_SHAPE_WINDOW;
     /* Every pattern needs a digit: an uncut text without one is its own shape. */
