@@ -161,6 +161,23 @@ _COMMON = st.fixed_dictionaries(
 _GAPS = st.sampled_from(["", " ", "  ", "\t", "\r\n ", "\n"])
 
 
+# Flaws made by replacing text: (what, with what, how many times; -1 every one).
+_FLAWS: dict[int, tuple[bytes, bytes, int]] = {
+    1: (b'"tool"', b'"to\\u006fl"', 1),
+    2: (b'"args"', b'"args": 1, "args"', 1),
+    4: (b"}", b",}", 1),
+    5: (b'"r1"', b'"r\xff1"', -1),
+    6: (b'"s1"', b'"s\x011"', -1),
+    7: (b'"read"', b'"re\xc3"', -1),
+    8: (b'"status"', b'"status": "failed", "status"', 1),
+    9: (b'"status"', b'"st\\u0061tus"', 1),
+    10: (b'"exitCode": 0', b'"exitCode": 0 ', 1),
+    11: (b'"exitCode": 0', b'"exitCode": -0', 1),
+    12: (b'"exitCode": 1', b'"exitCode": 1e0', 1),
+    13: (b'"exitCode": 1', b'"exitCode": 1.50', 1),
+}
+
+
 @st.composite
 def _line(draw: st.DrawFn) -> bytes:
     """One event line, its fields in a drawn order, with drawn gaps and escapes."""
@@ -187,32 +204,10 @@ def _line(draw: st.DrawFn) -> bytes:
     flaw = draw(st.integers(0, 30))
     if flaw == 0:
         line = b"\xef\xbb\xbf" + line
-    elif flaw == 1:
-        line = line.replace(b'"tool"', b'"to\\u006fl"', 1)
-    elif flaw == 2:
-        line = line.replace(b'"args"', b'"args": 1, "args"', 1)
     elif flaw == 3:
         line = line + b" x"
-    elif flaw == 4:
-        line = line.replace(b"}", b",}", 1)
-    elif flaw == 5:
-        line = line.replace(b'"r1"', b'"r\xff1"')
-    elif flaw == 6:
-        line = line.replace(b'"s1"', b'"s\x011"')
-    elif flaw == 7:
-        line = line.replace(b'"read"', b'"re\xc3"')
-    elif flaw == 8:
-        line = line.replace(b'"status"', b'"status": "failed", "status"', 1)
-    elif flaw == 9:
-        line = line.replace(b'"status"', b'"st\\u0061tus"', 1)
-    elif flaw == 10:
-        line = line.replace(b'"exitCode": 0', b'"exitCode": 0 ', 1)
-    elif flaw == 11:
-        line = line.replace(b'"exitCode": 0', b'"exitCode": -0', 1)
-    elif flaw == 12:
-        line = line.replace(b'"exitCode": 1', b'"exitCode": 1e0', 1)
-    elif flaw == 13:
-        line = line.replace(b'"exitCode": 1', b'"exitCode": 1.50', 1)
+    elif flaw in _FLAWS:
+        line = line.replace(*_FLAWS[flaw])
     return line
 
 
