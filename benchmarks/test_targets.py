@@ -83,6 +83,13 @@ def test_tail_figures_come_from_the_tail_benchmark() -> None:
     assert lines["p99.9 cycle over the median"].endswith(
         "12.00x (10 cycles over 2 scopes): NOT met"
     )
+    # The machine's own floor, when the run measured it, goes beside the slowest cycle.
+    info["floor_max_ns"] = 2_500_000
+    lines = _lines(run)
+    assert lines["slowest single cycle"].endswith(
+        "0.90 ms (10 cycles over 2 scopes; the machine's own slowest gap 2.50 ms): met"
+    )
+    assert lines["p99.9 cycle over the median"].endswith("(10 cycles over 2 scopes): NOT met")
 
 
 def test_replay_is_judged_on_the_default_jobs_leg() -> None:
