@@ -15,6 +15,9 @@ round by round in turn (a round of each leg, then the next round), which
 prints each leg's median and the spread of the medians; a load that comes and
 goes then weighs on every leg alike. It holds every leg's scopes at once.
 
+The pure-Python twin's legs at 100,000 scopes (timing and memory) run only
+with ``LOOPCORE_BENCH_FULL=1``: filling them takes about two minutes.
+
 Memory: resident-set growth for 100,000 scopes with 30 recorded calls each,
 without call ids and with a unique ``tool_call_id`` per call, measured by
 ``memory_probe.py`` in a fresh subprocess per leg; reported as bytes per scope
@@ -52,6 +55,9 @@ SCALE_MAX = int(os.environ.get("LOOPCORE_BENCH_SCALE_MAX", "0"))
 if SCOPE_COUNTS[-1] < SCALE_MAX:
     SCOPE_COUNTS.append(SCALE_MAX)
 SPREAD = bool(os.environ.get("LOOPCORE_BENCH_SPREAD"))
+# The pure-Python twin's legs at 100,000 scopes fill 3,000,000 records call by
+# call: about two minutes of a run, for figures no target reads.
+FULL = bool(os.environ.get("LOOPCORE_BENCH_FULL"))
 MEMORY_SCOPES = 100_000
 PROBE = Path(__file__).with_name("memory_probe.py")
 
@@ -73,6 +79,8 @@ def _filled(
 
 @pytest.mark.parametrize("scopes", SCOPE_COUNTS, ids=lambda n: f"scopes{n}")
 def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None:
+    if scopes >= MEMORY_SCOPES:
+        _python_at_scale(leg)
     detector, run_ids, cycle = _filled(leg, scopes)
 
     benchmark.group = f"live scopes: {scopes:,}"
@@ -103,6 +111,11 @@ def test_live_scopes_interleaved(leg: str) -> None:
             assert len(detector.history(run_id=run_id)) == HISTORY
 
 
+def _python_at_scale(leg: str) -> None:
+    if leg == "python" and not FULL:
+        pytest.skip("the pure-Python leg at 100,000 scopes: set LOOPCORE_BENCH_FULL=1")
+
+
 def _probe(leg: str, *args: str) -> dict[str, object]:
     """Run ``memory_probe.py`` for ``leg`` in a fresh process; its JSON report."""
     done = subprocess.run(
@@ -121,6 +134,7 @@ def _probe(leg: str, *args: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("ids", [False, True], ids=["no-ids", "unique-ids"])
 def test_memory_per_scope(leg: str, figures: Figures, ids: bool) -> None:
+    _python_at_scale(leg)
     report = _probe(leg, str(MEMORY_SCOPES), str(HISTORY), *(["ids"] * ids))
     figures.add(
         f"memory: {MEMORY_SCOPES:,} scopes x {HISTORY} calls"
