@@ -40,17 +40,6 @@ cdef object line_tool(Rows rows, lc_event *ev, int *rule, Known *known):
     return tool
 
 
-cdef inline int tool_poll(str tool) noexcept:
-    """``known_poll`` of an exact str name, or -1 for a process call (its args tell)."""
-    cdef Py_ssize_t size = len(tool)
-    if size == 4 or size == 7 or size == 14:
-        if tool == "wait" or tool == "command_status":
-            return 1
-        if tool == "process":
-            return -1
-    return 0
-
-
 cdef object line_text(Rows rows, lc_event *ev, int field):
     """A str-or-null field of a line (None when absent), or NOT_SURE; the value of
     the last line is kept while the lines repeat its text (a run's session)."""
