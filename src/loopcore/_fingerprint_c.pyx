@@ -38,6 +38,7 @@ from cpython.object cimport PyObject
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 
+from . import _fingerprint_leaves as _leaves
 from . import _fingerprint_py as _ref
 from . import _nonce
 

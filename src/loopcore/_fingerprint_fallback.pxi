@@ -17,11 +17,11 @@ cdef extern from "Python.h":
 
 # The reference's helpers, for the types this module does not encode itself.
 cdef object _children = _ref._children
-cdef object _leaf_parts = _ref._leaf_parts
-cdef object _opaque = _ref._opaque
+cdef object _leaf_parts = _leaves._leaf_parts
+cdef object _opaque = _leaves._opaque
 # Used only if even the reference's helpers raise (a MemoryError): encoding
 # must not raise.
-cdef bytes _LAST_RESORT = _ref._LAST_RESORT
+cdef bytes _LAST_RESORT = _leaves._LAST_RESORT
 
 
 cdef int _put_leaf(Encoder *enc, object value) except -1:

@@ -169,7 +169,7 @@ cdef extern from "Python.h":
 
 # The reference's own int encoding and index protocol, for the ints that
 # int64 cannot hold and for int subclasses.
-cdef object _py_int = _ref._int
+cdef object _py_int = _leaves._int
 cdef object _int_index = int.__index__
 
 
@@ -317,7 +317,7 @@ cdef int _put_str_long(Encoder *enc, PyObject *s) except -1:
 
 # SPEC §8.5: the texts the reference's nonce normaliser may change.
 cdef Py_ssize_t _MIN_WRAPPED = _nonce.MIN_WRAPPED
-cdef object _normalised = _ref._normalised
+cdef object _normalised = _leaves._normalised
 cdef object _exact_str = str.__str__
 cdef type _VERBATIM = _nonce.Verbatim
 
