@@ -59,3 +59,28 @@ def test_a_slower_replay_or_a_wider_spread_is_a_regression(tmp_path: Path) -> No
     assert compare_benchmarks.main([str(slower), "--baseline", str(baseline)]) == 1
     wider = _write(tmp_path, "d.json", _results(2.0, 2.5))  # 1/2.5 against 1/1.5: -40%
     assert compare_benchmarks.main([str(wider), "--baseline", str(baseline)]) == 1
+
+
+def test_ratios_of_legs_timed_in_turn_are_compared(tmp_path: Path) -> None:
+    def results(ratio: float, spread: float) -> dict[str, Any]:
+        paired = _bench(
+            "test_cycle_legs_in_turn[gateway cycle]", "gateway cycle, legs in turn", 1.0
+        )
+        paired["extra_info"] = {"ratio": ratio, "compiled_ns": 600.0}
+        scopes = _bench("test_live_scopes_in_turn", "live scopes, counts in turn", 1.0)
+        scopes["extra_info"] = {"spread": spread, "medians_ns": {"1": 800.0}}
+        return {"benchmarks": [paired, scopes, _bench("test_scan", "batch scan", 1.0)]}
+
+    ratios, unlegged = compare_benchmarks.load_run(_write(tmp_path, "a.json", results(30.0, 2.0)))
+    assert ratios["gateway cycle, legs in turn"] == {"baseline/compiled": 30.0}
+    assert ratios["live scopes, counts in turn"] == {"fastest/slowest compiled": 0.5}
+    assert unlegged == ["x.py::test_scan"]
+    baseline = tmp_path / "ratios.json"
+    stored = _write(tmp_path, "b.json", results(30.0, 2.0))
+    assert compare_benchmarks.main([str(stored), "--write", "--baseline", str(baseline)]) == 0
+    assert compare_benchmarks.main([str(_write(tmp_path, "c.json", results(27.0, 2.3))),
+                                    "--baseline", str(baseline)]) == 0  # fmt: skip
+    slower = _write(tmp_path, "d.json", results(20.0, 2.0))  # -33%
+    assert compare_benchmarks.main([str(slower), "--baseline", str(baseline)]) == 1
+    wider = _write(tmp_path, "e.json", results(30.0, 3.0))  # 1/3 against 1/2: -33%
+    assert compare_benchmarks.main([str(wider), "--baseline", str(baseline)]) == 1

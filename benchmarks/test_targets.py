@@ -108,3 +108,41 @@ def test_replay_is_judged_on_the_default_jobs_leg() -> None:
     lines = _lines(run)
     assert lines["replay over json.loads"].endswith(f"1.50x (--jobs {JOBS}, {group}): NOT met")
     assert lines["replay throughput"].endswith(f"500,000 calls/s (--jobs {JOBS}, {group}): NOT met")
+
+
+def test_cycle_legs_in_turn_win_over_legs_one_after_another() -> None:
+    run = Run(legs={"gateway cycle": {"compiled": 500e-9, "baseline": 20e-6}})
+    info = {"compiled_ns": 800.0, "baseline_ns": 24_000.0, "ratio": 30.0}
+    run.others["test_cycle_legs_in_turn[gateway cycle]"] = (1e-3, "gateway cycle, in turn", info)
+    line = _lines(run)["gateway cycle vs baseline"]
+    assert line.endswith(
+        "30.00x (legs in turn, compiled 800 ns; one after another 40.00x): NOT met"
+    )
+    # The per-call cycle has no figure in turn here: its legs one after another decide.
+    run.legs["per-call cycle"] = {"compiled": 1e-6, "baseline": 31e-6}
+    assert _lines(run)["per-call cycle vs baseline"].endswith("31.00x (compiled 1000 ns): met")
+
+
+def test_a_cycle_timed_in_turn_alone_is_measured() -> None:
+    info = {"compiled_ns": 500.0, "baseline_ns": 20_000.0, "ratio": 40.0}
+    run = Run(others={"test_cycle_legs_in_turn[per-call cycle]": (1e-3, "g", info)})
+    line = _lines(run)["per-call cycle vs baseline"]
+    assert line.endswith("40.00x (legs in turn, compiled 500 ns): met")
+
+
+def test_spread_in_turn_wins_over_counts_one_after_another() -> None:
+    run = Run(
+        legs={"live scopes: 1": {"compiled": 1.0e-6}, "live scopes: 1,000": {"compiled": 3e-6}}
+    )
+    info = {"medians_ns": {"1": 900.0, "1,000": 1_000.0, "100,000": 1_260.0}, "spread": 1.4}
+    run.others["test_live_scopes_in_turn"] = (1e-3, "live scopes, counts in turn", info)
+    line = _lines(run)["cost spread across live scopes"]
+    assert line.endswith(
+        "1.40x (slowest over fastest of 1, 1,000, 100,000 scopes, in turn; "
+        "one after another 3.00x): met"
+    )
+    info["spread"] = 1.6
+    del run.legs["live scopes: 1,000"]
+    assert _lines(run)["cost spread across live scopes"].endswith(
+        "1.60x (slowest over fastest of 1, 1,000, 100,000 scopes, in turn): NOT met"
+    )

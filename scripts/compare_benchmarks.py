@@ -9,7 +9,10 @@ run; a ratio of two legs timed side by side much less so. Two more of the same
 kind are compared too: each ``loopcore replay`` leg against ``json.loads`` over
 the same lines (``replay vs json.loads``), and the spread of the compiled
 per-call cycle across the live-scope counts (``live scopes spread``, fastest
-over slowest, so that a fall is a regression like the others).
+over slowest, so that a fall is a regression like the others). The same ratios
+timed with their legs in turn (``test_bench_paired.py`` and
+``test_live_scopes_in_turn``, figures in ``extra_info``) are compared under
+their own groups (``..., legs in turn``, ``live scopes, counts in turn``).
 
     python scripts/compare_benchmarks.py bench.json                 # exit 1 on a regression
     python scripts/compare_benchmarks.py bench.json [more.json] --write  # store the baseline
@@ -62,6 +65,8 @@ def leg_medians(results: dict[str, Any]) -> tuple[dict[str, dict[str, float]], l
         leg = (bench.get("params") or {}).get("leg")
         if leg is None and group.startswith(REPLAY_GROUP_PREFIX):
             leg = str(bench["name"])
+        if leg is None and _in_turn(bench):
+            continue  # compared by in_turn_ratios
         if leg is None:
             unlegged.append(str(bench.get("fullname") or bench.get("name")))
             continue
@@ -94,6 +99,26 @@ def derived_ratios(medians: dict[str, dict[str, float]]) -> Ratios:
     return out
 
 
+def _in_turn(bench: dict[str, Any]) -> dict[str, float] | None:
+    """The ratio a benchmark of legs timed in turn recorded, by its name here; else None."""
+    info = bench.get("extra_info") or {}
+    if isinstance(info.get("ratio"), (int, float)) and info["ratio"] > 0:
+        return {"baseline/compiled": float(info["ratio"])}
+    if isinstance(info.get("spread"), (int, float)) and info["spread"] > 0:
+        return {"fastest/slowest compiled": 1.0 / float(info["spread"])}
+    return None
+
+
+def in_turn_ratios(results: dict[str, Any]) -> Ratios:
+    """The ratios of benchmarks that time their legs in turn, under their groups."""
+    out: Ratios = {}
+    for bench in results.get("benchmarks", []):
+        found = _in_turn(bench)
+        if found is not None:
+            out.setdefault(bench.get("group") or bench["name"], {}).update(found)
+    return out
+
+
 def ratios_of(medians: dict[str, dict[str, float]]) -> Ratios:
     out: Ratios = {}
     for group, legs in medians.items():
@@ -119,7 +144,7 @@ def load_run(path: Path) -> tuple[Ratios, list[str]]:
     with path.open(encoding="utf-8") as f:
         results = json.load(f)
     medians, unlegged = leg_medians(results)
-    return {**ratios_of(medians), **derived_ratios(medians)}, unlegged
+    return {**ratios_of(medians), **derived_ratios(medians), **in_turn_ratios(results)}, unlegged
 
 
 def compare(current: Ratios, stored: Ratios, tolerance: float) -> tuple[list[str], list[str]]:
@@ -171,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         document = {
             "about": "baseline/<leg> median ratios per workload, json.loads/<replay leg> "
-            "and the live-scopes spread (fastest/slowest); "
+            "and the live-scopes spread (fastest/slowest), also with legs timed in turn; "
             "written by scripts/compare_benchmarks.py --write",
             "runs": len(args.results),
             "ratios": {
