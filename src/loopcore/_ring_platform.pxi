@@ -37,6 +37,11 @@ cdef extern from "_ring_pages.h":
     ) noexcept nogil
     void pages_free "loopcore_table_free" (void *block, size_t size, size_t released) noexcept nogil
 
+cdef extern from "_ring_count.h":
+    int64_t count_equal "loopcore_count_equal" (
+        const uint64_t *v, Py_ssize_t n, uint64_t x
+    ) noexcept nogil
+
 cdef extern from "_lock.h":
     void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
     void release "loopcore_lock_release" (loopcore_lock *lock)
