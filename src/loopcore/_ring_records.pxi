@@ -116,22 +116,36 @@ cdef extern from *:
         digit *d;
         if (!PyLong_CheckExact(held) || Py_REFCNT(held) != 1)
             return 0;
+        size = Py_SIZE(held);
+        d = ((PyLongObject *)held)->ob_digit;
+        /* A negative or differently sized int: a new one. So is a one-digit
+           value, which may be one of the shared small ints. */
+    #if PyLong_SHIFT == 30
+        /* 30-bit digits (64-bit builds): a hash takes two or three, counted
+           and written without a loop. */
+        need = (value >> 30) == 0 ? (value != 0) : (value >> 60) == 0 ? 2 : 3;
+        if (size != need || size < 2)
+            return 0;
+        d[0] = (digit)(value & PyLong_MASK);
+        d[1] = (digit)((value >> 30) & PyLong_MASK);
+        if (size == 3)
+            d[2] = (digit)(value >> 60);
+        (void)i; (void)rest;
+        return 1;
+    #else
         while (rest) {
             need++;
             rest >>= PyLong_SHIFT;
         }
-        size = Py_SIZE(held);
-        /* A negative or differently sized int: a new one. So is a one-digit
-           value, which may be one of the shared small ints. */
         if (size != need || size < 2)
             return 0;
-        d = ((PyLongObject *)held)->ob_digit;
         rest = value;
         for (i = 0; i < size; i++) {
             d[i] = (digit)(rest & PyLong_MASK);
             rest >>= PyLong_SHIFT;
         }
         return 1;
+    #endif
     #else
         (void)obj; (void)offset; (void)value;
         return 0;
