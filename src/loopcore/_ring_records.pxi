@@ -163,6 +163,63 @@ cdef extern from *:
     static Py_ssize_t loopcore_refcount(PyObject *obj) {
         return Py_REFCNT(obj);
     }
+    /* A hash field's value: the slot's int when it could be given the value
+       in place or equals it, else a new int (NULL: out of memory). */
+    static PyObject *loopcore_hash_field(PyObject *obj, Py_ssize_t offset, uint64_t value,
+                                         PyObject **made) {
+        if (loopcore_reset_u64(obj, offset, value) || loopcore_slot_is_u64(obj, offset, value))
+            return *(PyObject **)((char *)obj + offset);
+        return *made = PyLong_FromUnsignedLongLong(value);
+    }
+    /* The spare record given a record's fields in place (a new reference to
+       it), or NULL with an exception set. ``values`` holds the fields in
+       CallRecord's order; the two hashes, the timestamp and the identity are
+       filled in here. Every new value is made first, then the slots are
+       swapped (nothing can fail midway), then the old values are released
+       (builtin values: no finaliser runs). */
+    static PyObject *loopcore_refill(PyObject *record, const Py_ssize_t *offsets,
+                                     PyObject **values, uint64_t args, double ts,
+                                     int has_result, uint64_t result, int has_identity,
+                                     uint64_t identity) {
+        PyObject *made[4] = {NULL, NULL, NULL, NULL};
+        PyObject *old[11];
+        PyObject **slot;
+        int n = 0, i;
+        /* The caller's reference first: see refill(). */
+        Py_INCREF(record);
+        if ((values[1] = loopcore_hash_field(record, offsets[1], args, &made[0])) == NULL)
+            goto fail;
+        if (loopcore_reset_float(record, offsets[5], ts))
+            values[5] = *(PyObject **)((char *)record + offsets[5]);
+        else if ((values[5] = made[1] = PyFloat_FromDouble(ts)) == NULL)
+            goto fail;
+        values[6] = Py_None;
+        if (has_result &&
+            (values[6] = loopcore_hash_field(record, offsets[6], result, &made[2])) == NULL)
+            goto fail;
+        values[9] = Py_None;
+        if (has_identity &&
+            (values[9] = loopcore_hash_field(record, offsets[9], identity, &made[3])) == NULL)
+            goto fail;
+        for (i = 0; i < 11; i++) {
+            slot = (PyObject **)((char *)record + offsets[i]);
+            if (*slot != values[i]) {
+                Py_INCREF(values[i]);
+                old[n++] = *slot;
+                *slot = values[i];
+            }
+        }
+        for (i = 0; i < 4; i++)
+            Py_XDECREF(made[i]);
+        for (i = 0; i < n; i++)
+            Py_DECREF(old[i]);
+        return record;
+    fail:
+        for (i = 0; i < 4; i++)
+            Py_XDECREF(made[i]);
+        Py_DECREF(record);
+        return NULL;
+    }
     """
     Py_ssize_t member_offset "loopcore_member_offset" (object descr)
     void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
@@ -180,6 +237,14 @@ cdef extern from *:
         PyObject *obj, Py_ssize_t offset, double value
     ) noexcept
     Py_ssize_t refcount "loopcore_refcount" (PyObject *obj) noexcept
+    PyObject *tuple_item "PyTuple_GET_ITEM" (object t, Py_ssize_t i) noexcept
+    PyTypeObject *type_of "Py_TYPE" (PyObject *obj) noexcept
+    PyObject *PY_TRUE "Py_True"
+    PyObject *PY_FALSE "Py_False"
+    object refill_c "loopcore_refill" (
+        PyObject *record, const Py_ssize_t *offsets, PyObject **values, uint64_t args,
+        double ts, bint has_result, uint64_t result, bint has_identity, uint64_t identity,
+    )
     void decref "Py_DECREF" (PyObject *obj) noexcept
 
 # In make_record's order; the fast path needs them to be all of CallRecord's fields.
@@ -231,6 +296,34 @@ cdef object make_record(
     """The ``CallRecord``; with ``spare`` (an outcome's record, built with the lock
     released) the spare one when nothing else holds it."""
     cdef uint8_t flags = outcome.flags
+    cdef PyObject *parts[2]
+    cdef PyObject *values[11]
+    if spare and not GIL_DISABLED and FAST_RECORDS and SPARE is not None:
+        # The common outcome, all in C with borrowed references: a scope key of
+        # builtin parts (a session wrapper takes the way below) and a spare
+        # nobody else holds.
+        parts[0] = tuple_item(key, 0)
+        parts[1] = tuple_item(key, 1)
+        if (
+            refcount(<PyObject*>SPARE) == 1
+            and (
+                parts[0] == <PyObject*>None
+                or type_of(parts[0]) == <PyTypeObject*>str
+                or type_of(parts[0]) == <PyTypeObject*>int
+            )
+            and (parts[1] == <PyObject*>None or type_of(parts[1]) == <PyTypeObject*>str)
+        ):
+            values[0] = <PyObject*>tool_name
+            values[2] = <PyObject*>call_id
+            values[3] = parts[0]
+            values[4] = parts[1]
+            values[7] = <PyObject*>unknown
+            values[8] = tuple_item(KIND_NAMES, (flags & KIND_BITS) >> KIND_SHIFT)
+            values[10] = PY_TRUE if flags & NO_PROGRESS else PY_FALSE
+            return refill_c(
+                <PyObject*>SPARE, RECORD_OFFSETS, values, args_hash, timestamp,
+                flags & HAS_RESULT, outcome.result, flags & HAS_IDENTITY, outcome.identity,
+            )
     cdef object kind = KIND_NAMES[(flags & KIND_BITS) >> KIND_SHIFT]
     cdef object no_progress = (flags & NO_PROGRESS) != 0
     cdef tuple key_tuple = <tuple>key
