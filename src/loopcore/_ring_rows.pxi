@@ -71,14 +71,14 @@ cdef Py_ssize_t row_append(
 ) except -1:
     """Append a record to the key's row (``row``, or -1: a new row); returns the row."""
     cdef Cols c
-    cdef RowMeta *m
+    # Rows never move (see ``row_fresh``): the bookkeeping is found once.
+    cdef RowMeta *m = meta_at(self, row) if row >= 0 else NULL
     cdef int64_t found
     cdef uint32_t tool_index
     # A full row reuses its oldest slot: when that names this tool already (a
     # run calling one tool), its use carries over and the counts stay put.
     cdef bint same_tool = False
-    if row >= 0 and meta_at(self, row)[0].fill == self.history_size:
-        m = meta_at(self, row)
+    if row >= 0 and m.fill == self.history_size:
         cols_of(m, &c)
         found = name_find(self, tool_name)
         same_tool = found >= 0 and c.tool[m.head] == <uint32_t>found
@@ -92,16 +92,13 @@ cdef Py_ssize_t row_append(
     if (
         unknown is not None
         or row < 0
-        or (
-            meta_at(self, row)[0].fill == meta_at(self, row)[0].cap
-            and meta_at(self, row)[0].fill < self.history_size
-        )
-        or (outcome.flags & HAS_IDENTITY and meta_at(self, row)[0].identity == NULL)
+        or (m.fill == m.cap and m.fill < self.history_size)
+        or (outcome.flags & HAS_IDENTITY and m.identity == NULL)
     ):
         row = append_room(
             self, key, key_hash, row, tool_index, same_tool, unknown, &unknown_index, outcome
         )
-    m = meta_at(self, row)
+        m = meta_at(self, row)
     cdef Py_ssize_t slot = m.head
     cols_of(m, &c)
     if m.fill == self.history_size:

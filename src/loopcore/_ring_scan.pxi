@@ -161,6 +161,25 @@ cdef inline bint same_identity(Cols *c, Py_ssize_t a, Py_ssize_t b) noexcept nog
     return not has or c.identity[a] == c.identity[b]
 
 
+# Every count zero, and the padding between them (C statics are zero-initialised).
+cdef Scan NO_COUNTS
+
+
+cdef inline bint walk_ends_at_once(Cols *c, Py_ssize_t newest, int64_t tool_index) noexcept nogil:
+    """Does ``tool_walk`` stop at the newest record with nothing counted?
+
+    So it does for the common call: the newest record is not a veto (which
+    both streaks skip over), and is another tool's or this tool's ordinary
+    outcome without an unknown-tool name (which ends both streaks).
+    """
+    cdef uint8_t f = c.flag[newest]
+    if (f & KIND_BITS) == VETO:
+        return False
+    if c.tool[newest] != tool_index:
+        return True
+    return (f & HAS_RESULT) != 0 and (f & KIND_BITS) != TERMINAL and not (f & HAS_UNKNOWN)
+
+
 cdef inline void tool_walk(
     Cols *c, Py_ssize_t slot, Py_ssize_t count, Py_ssize_t h, int64_t tool_index, Scan *out,
 ) noexcept nogil:
@@ -306,7 +325,8 @@ cdef int row_scan(
     cdef Py_ssize_t h = self.history_size
     cdef Py_ssize_t count = meta_at(self, row)[0].fill
     cdef Py_ssize_t newest = meta_at(self, row)[0].head
-    memset(out, 0, sizeof(Scan))
+    # Zeroed whole, padding too: the per-call twin digests the struct's bytes.
+    out[0] = NO_COUNTS
     if count == 0:
         return 0 >= alarm or 0 >= unknown_alarm
     # A row holds up to ``cap`` records; it wraps only once full at ``history_size``.
@@ -322,7 +342,8 @@ cdef int row_scan(
     cdef int64_t recent = count_equal(c.args, count, args_hash)
     out.recent = recent
     out.paired_hash = c.args[newest]
-    tool_walk(&c, newest, count, h, tool_index, out)
+    if not walk_ends_at_once(&c, newest, tool_index):
+        tool_walk(&c, newest, count, h, tool_index, out)
     if recent:
         repeat_walk(&c, newest, count, h, tool_index, args_hash, recent, out)
         if out.pingpong:
