@@ -452,7 +452,7 @@ cdef class RingStore:
                     cols_of(meta_at(self, row), &c)
                     stored_tool = self.names[c.tool[slot]]
                     stored_args = c.args[slot]
-                    stored_id = slot_id(self, row, slot)
+                    stored_id = slot_id(self, row, slot) if c.flag[slot] & HAS_CALL_ID else None
                     ts = c.ts[slot]
                     stored.flags = c.flag[slot]
                     stored.result = c.result[slot]

@@ -1,5 +1,6 @@
-/* How many of a row's args hashes equal the call's? (SPEC §4's ``recent``, the
-   first count of every scan; included by _ring_c.pyx.)
+/* How many of a row's hashes equal the call's? (SPEC §4's ``recent``, the first
+   count of every scan, and the records an outcome's call id may name; included
+   by _ring_c.pyx.)
 
    Most calls are new: no hash in the window equals theirs. On x86-64 (SSE2 is
    part of the architecture) the common answer is found from the hashes' low

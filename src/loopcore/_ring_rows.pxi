@@ -273,7 +273,7 @@ cdef void lru_unlink(RingStore self, int32_t row) noexcept:
         self.newest_row = before
 
 
-cdef void lru_touch(RingStore self, int32_t row) noexcept:
+cdef inline void lru_touch(RingStore self, int32_t row) noexcept:
     if row != self.newest_row:
         lru_unlink(self, row)
         lru_link_newest(self, row)

@@ -4,10 +4,14 @@
 # variant table are in _ring_churn.pxi.
 
 
-cdef int64_t name_find(RingStore self, object name) except -2:
+cdef inline int64_t name_find(RingStore self, object name) except -2:
     """The name's index, or -1 when no record uses it (caller holds the lock)."""
     if not GIL_DISABLED and name is self.last_tool:
-        return self.last_tool_index
+        return self.last_tool_index  # a run calling one tool: inline, no call
+    return name_lookup(self, name)
+
+
+cdef int64_t name_lookup(RingStore self, object name) except -2:
     found = self.name_index.get(name)
     if found is None:
         return -1
