@@ -90,3 +90,25 @@ def test_half_equal_hashes_are_not_counted(history_size: int) -> None:
         assert got is not None
         assert got.recent == 1, position
         assert got == python.scan(KEY, "read", probe, 0, 0)
+
+
+class Name(str):
+    """A str subclass: the store keeps the exact str it equals."""
+
+
+def test_str_subclass_names_are_kept_as_exact_str() -> None:
+    python, compiled = stores(8)
+    for store in (python, compiled):
+        assert store.scan_append(KEY, Name("read"), 1, Name("c1"), 5, 5) is None
+        store.append(KEY, Name("read"), 2, Name("c2"))
+        store.attach(KEY, Name("read"), 2, Name("c2"), 7, Name("zap"))
+        store.attach(KEY, Name("read"), 1, None, 8, None)
+    got, want = compiled.history(KEY), python.history(KEY)
+    assert [record.tool_name for record in got] == ["read", "read"]
+    assert [(r.tool_call_id, r.unknown_tool_name, r.result_hash) for r in got] == [
+        (r.tool_call_id, r.unknown_tool_name, r.result_hash) for r in want
+    ]
+    for record in got:
+        assert type(record.tool_name) is str
+        assert type(record.tool_call_id) is str
+    assert type(got[1].unknown_tool_name) is str
