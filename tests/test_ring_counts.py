@@ -1,12 +1,13 @@
-"""Does the compiled scan count a call's earlier hashes as the reference does, whatever
-their low and high halves?
+"""Do the compiled ring's per-call fast paths answer as the reference does?
 
 The compiled ring counts a row's args hashes equal to the call's in one pass
 that first compares only the hashes' low 32 bits, four at a time, and compares
 whole hashes only when one of those matches (``_ring_count.h``). These tests
 feed both ring stores hashes that share their low half but not their high one
 (and the reverse), over histories of every length modulo four, and hold every
-scan to the pure-Python store's and to a plain count.
+scan to the pure-Python store's and to a plain count. The per-call steps take
+exact-str names as given and send a str subclass round once through ``exact``:
+the names they store must be the exact str, as the reference keeps them.
 """
 
 from __future__ import annotations
