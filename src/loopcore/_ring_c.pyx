@@ -333,7 +333,7 @@ cdef class RingStore:
             )
         cdef Py_ssize_t row
         cdef int alarmed
-        cdef double now = wall_clock() if append else 0.0
+        cdef double now = now_seconds() if append else 0.0
         cdef int64_t tool_index
         # A key other than the one found last: its row is most likely cold.
         cdef bint cold = key is not self.found_key
@@ -401,7 +401,7 @@ cdef class RingStore:
         if not (is_exact(tool_name) and is_exact(call_id)):
             return self.append_c(key, exact(tool_name), args_hash, exact(call_id), kind)
         cdef Outcome outcome = outcome_of(0, False, kind, 0, False, False)
-        cdef double now = wall_clock()
+        cdef double now = now_seconds()
         cdef int64_t key_hash = key_hash_of(self, key)
         cdef int gc_was = enter(self)
         try:
@@ -461,7 +461,7 @@ cdef class RingStore:
                         self.names[c.unknown[slot]] if stored.flags & HAS_UNKNOWN else None
                     )
             else:
-                now = wall_clock()
+                now = now_seconds()
                 row_append(
                     self, key, key_hash, row, tool_name, args_hash, call_id, now, &outcome,
                     unknown,

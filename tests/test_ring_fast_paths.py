@@ -7,11 +7,13 @@ feed both ring stores hashes that share their low half but not their high one
 (and the reverse), over histories of every length modulo four, and hold every
 scan to the pure-Python store's and to a plain count. The per-call steps take
 exact-str names as given and send a str subclass round once through ``exact``:
-the names they store must be the exact str, as the reference keeps them.
+the names they store must be the exact str, as the reference keeps them. The
+timestamps, read from the system clock directly on Linux, must be time.time()'s.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -113,3 +115,18 @@ def test_str_subclass_names_are_kept_as_exact_str() -> None:
         assert type(record.tool_name) is str
         assert type(record.tool_call_id) is str
     assert type(got[1].unknown_tool_name) is str
+
+
+def test_timestamps_read_the_clock_time_time_reads() -> None:
+    # On Linux the compiled store reads CLOCK_REALTIME itself (_ring_clock.h).
+    _, compiled = stores(4)
+    for args_hash in range(2000):
+        before = time.time()
+        compiled.append(KEY, "read", args_hash, None)
+        after = time.time()
+        stamp = compiled.window(KEY)[-1][3]
+        assert type(stamp) is float
+        assert before <= stamp <= after
+    before = time.time()
+    record = compiled.attach(KEY, "exec", 1, None, 5, None)
+    assert before <= record.timestamp <= time.time()
