@@ -326,11 +326,14 @@ cdef class RingStore:
 
         ``key_hash`` is ``key_hash_of(key)``, as ``warm`` returns it.
         """
+        if not (is_exact(tool_name) and is_exact(call_id)):
+            return self.scan_raw(
+                key, key_hash, exact(tool_name), args_hash, alarm, unknown_alarm, append,
+                exact(call_id), out,
+            )
         cdef Py_ssize_t row
         cdef int alarmed
-        cdef double now = wall_clock() if append else 0.0
-        tool_name = exact(tool_name)
-        call_id = exact(call_id)
+        cdef double now = now_seconds() if append else 0.0
         cdef int64_t tool_index
         # A key other than the one found last: its row is most likely cold.
         cdef bint cold = key is not self.found_key
@@ -395,10 +398,10 @@ cdef class RingStore:
         self, object key, object tool_name, uint64_t args_hash, object call_id, int kind
     ) except -1:
         valid_kind(kind)
+        if not (is_exact(tool_name) and is_exact(call_id)):
+            return self.append_c(key, exact(tool_name), args_hash, exact(call_id), kind)
         cdef Outcome outcome = outcome_of(0, False, kind, 0, False, False)
-        cdef double now = wall_clock()
-        tool_name = exact(tool_name)
-        call_id = exact(call_id)
+        cdef double now = now_seconds()
         cdef int64_t key_hash = key_hash_of(self, key)
         cdef int gc_was = enter(self)
         try:
@@ -417,12 +420,14 @@ cdef class RingStore:
     ):
         """``attach`` from C; without ``want_record`` it returns None (no record object)."""
         valid_kind(kind)
+        if not (is_exact(tool_name) and is_exact(call_id) and is_exact(unknown)):
+            return self.attach_c(
+                key, exact(tool_name), args_hash, exact(call_id), result_hash, has_result,
+                exact(unknown), kind, identity, has_identity, no_progress, want_record,
+            )
         cdef Outcome outcome = outcome_of(
             result_hash, has_result, kind, identity, has_identity, no_progress
         )
-        tool_name = exact(tool_name)
-        call_id = exact(call_id)
-        unknown = exact(unknown)
         cdef uint64_t call_hash = str_hash(call_id) if call_id is not None else 0
         cdef double now = 0.0
         cdef Py_ssize_t row, slot = -1
@@ -433,7 +438,7 @@ cdef class RingStore:
         cdef Outcome stored
         cdef uint64_t stored_args = 0
         cdef double ts = 0.0
-        stored_tool = stored_id = stored_unknown = None
+        cdef object stored_tool, stored_id, stored_unknown
         cdef int gc_was = enter(self)
         try:
             row = row_find(self, key, key_hash)
@@ -447,15 +452,16 @@ cdef class RingStore:
                     cols_of(meta_at(self, row), &c)
                     stored_tool = self.names[c.tool[slot]]
                     stored_args = c.args[slot]
-                    stored_id = slot_id(self, row, slot)
+                    stored_id = slot_id(self, row, slot) if c.flag[slot] & HAS_CALL_ID else None
                     ts = c.ts[slot]
                     stored.flags = c.flag[slot]
                     stored.result = c.result[slot]
                     stored.identity = c.identity[slot] if stored.flags & HAS_IDENTITY else 0
-                    if stored.flags & HAS_UNKNOWN:
-                        stored_unknown = self.names[c.unknown[slot]]
+                    stored_unknown = (
+                        self.names[c.unknown[slot]] if stored.flags & HAS_UNKNOWN else None
+                    )
             else:
-                now = wall_clock()
+                now = now_seconds()
                 row_append(
                     self, key, key_hash, row, tool_name, args_hash, call_id, now, &outcome,
                     unknown,

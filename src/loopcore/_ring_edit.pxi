@@ -15,7 +15,7 @@ cdef Py_ssize_t match_slot(
     the pending record of this tool (and args hash when ``by_hash``).
     """
     cdef Py_ssize_t h = self.history_size, fill = meta_at(self, row)[0].fill
-    cdef Py_ssize_t slot = meta_at(self, row)[0].head, i, _n
+    cdef Py_ssize_t slot = meta_at(self, row)[0].head, _n
     cdef Py_ssize_t with_id = -1, without_id = -1, newest = -1, id_left = 0
     cdef bint id_elsewhere = False, has
     cdef Cols c
@@ -25,8 +25,7 @@ cdef Py_ssize_t match_slot(
         # Records whose id column holds the hash (unflagged slots too: an
         # overcount only walks further): once all are seen, nothing older
         # repeats this outcome or carries its id.
-        for i in range(fill):
-            id_left += c.call_id[i] == call_hash
+        id_left = count_equal(c.call_id, fill, call_hash)
     for _n in range(fill):
         slot = slot - 1 if slot > 0 else h - 1
         f = c.flag[slot]
@@ -68,6 +67,30 @@ cdef Py_ssize_t match_slot(
     if id_elsewhere:
         return -1  # the id belongs to another call still running
     return newest  # (c)
+
+
+cdef inline Py_ssize_t newest_pending(
+    RingStore self, Py_ssize_t row, int64_t tool_index, uint64_t args_hash, bint has_id
+) noexcept:
+    """The newest record when it is the pending call of this tool and args an outcome
+    without a call id completes (``match_slot``'s first step then), else -1.
+
+    The common outcome follows its own call, appended last: this is the answer
+    without ``match_slot``'s set-up.
+    """
+    cdef RowMeta *m = meta_at(self, row)
+    if has_id or m.fill == 0:
+        return -1
+    cdef Py_ssize_t slot = m.head - 1 if m.head > 0 else self.history_size - 1
+    cdef Cols c
+    cols_of(m, &c)
+    if (
+        not (c.flag[slot] & COMPLETE)
+        and c.tool[slot] == tool_index
+        and c.args[slot] == args_hash
+    ):
+        return slot
+    return -1
 
 
 cdef int slot_fill(
@@ -115,10 +138,12 @@ cdef Py_ssize_t outcome_slot(
     """The slot of the record an outcome answers with: one recorded already (unchanged),
     or the pending one it completes; -1 when it must be appended."""
     cdef bint recorded = False
-    cdef Py_ssize_t slot = match_slot(
-        self, row, tool_index, args_hash, True, call_id is not None, call_hash,
-        outcome.flags & KIND_BITS, &recorded,
-    )
+    cdef Py_ssize_t slot = newest_pending(self, row, tool_index, args_hash, call_id is not None)
+    if slot < 0:
+        slot = match_slot(
+            self, row, tool_index, args_hash, True, call_id is not None, call_hash,
+            outcome.flags & KIND_BITS, &recorded,
+        )
     if slot >= 0 and not recorded:
         slot_fill(self, row, slot, call_id, call_hash, outcome, unknown)
     return slot

@@ -19,6 +19,12 @@ cdef inline object exact(object name):
     return str.__str__(name)
 
 
+cdef inline bint is_exact(object name) noexcept:
+    """Is ``exact(name)`` the very object? (The per-call steps take their names as
+    given then: an argument they rebind is a reference taken and dropped per call.)"""
+    return name is None or type(name) is str
+
+
 cdef inline size_t alloc_bytes(size_t count, size_t size) except? 0:
     """The bytes of ``count`` items of ``size`` (1 for none: never a zero-size
     allocation); MemoryError past half the address space."""
@@ -78,6 +84,15 @@ cdef inline int enter_no_collection(RingStore self) noexcept:
 
 cdef inline void leave(RingStore self, int gc_was) noexcept:
     """Release the lock, then drop what was released under it (finalisers may run)."""
+    if self.dead is None:  # the common call released nothing
+        if gc_was:
+            PyGC_Enable()
+        release(&self.lock)
+        return
+    leave_dead(self, gc_was)
+
+
+cdef void leave_dead(RingStore self, int gc_was) noexcept:
     dead = self.dead
     if dead is not None:
         self.dead = None

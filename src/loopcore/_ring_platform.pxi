@@ -1,4 +1,5 @@
-# Which C helpers does the store take from the compiler, its lock and CPython?
+# Which C helpers does the store take from the compiler, the system clock, its lock and
+# CPython?
 # (included by _ring_c.pyx)
 
 cdef extern from *:
@@ -37,6 +38,16 @@ cdef extern from "_ring_pages.h":
     ) noexcept nogil
     void pages_free "loopcore_table_free" (void *block, size_t size, size_t released) noexcept nogil
 
+cdef extern from "_ring_count.h":
+    int64_t count_equal "loopcore_count_equal" (
+        const uint64_t *v, Py_ssize_t n, uint64_t x
+    ) noexcept nogil
+
+cdef extern from "_ring_clock.h":
+    # 1 where ``clock_now`` reads the clock as time.time() does (Linux).
+    const bint FAST_CLOCK "LOOPCORE_FAST_CLOCK"
+    double clock_now "loopcore_wall_clock" () noexcept nogil
+
 cdef extern from "_lock.h":
     void acquire "loopcore_lock_acquire" (loopcore_lock *lock)
     void release "loopcore_lock_release" (loopcore_lock *lock)
@@ -45,3 +56,13 @@ cdef extern from "Python.h":
     # 3.10+: switch the cyclic collector off and on; both return the previous state.
     int PyGC_Enable() noexcept
     int PyGC_Disable() noexcept
+
+
+cdef inline double now_seconds() noexcept nogil:
+    """A record's timestamp: time.time()'s value (``_ring_clock.h``, else CPython's)."""
+    cdef double seconds
+    if FAST_CLOCK:
+        seconds = clock_now()
+        if seconds >= 0.0:
+            return seconds
+    return wall_clock()

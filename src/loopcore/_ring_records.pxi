@@ -60,18 +60,6 @@ cdef extern from *:
         Py_INCREF(value);
         *(PyObject **)((char *)obj + offset) = value;
     }
-    /* Put ``value`` in a filled slot; the old value (a reference the caller
-       now owns, released once the record is whole) or NULL when it is the
-       same object. */
-    static PyObject *loopcore_swap_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
-        PyObject **slot = (PyObject **)((char *)obj + offset);
-        PyObject *old = *slot;
-        if (old == value)
-            return NULL;
-        Py_INCREF(value);
-        *slot = value;
-        return old;
-    }
     /* Does a filled slot hold an exact int equal to ``value`` (a hash kept)?
        Before 3.12 the digits are read in place (PyLong_AsUnsignedLongLong
        goes through a byte array there, a few hundred instructions). */
@@ -116,22 +104,36 @@ cdef extern from *:
         digit *d;
         if (!PyLong_CheckExact(held) || Py_REFCNT(held) != 1)
             return 0;
+        size = Py_SIZE(held);
+        d = ((PyLongObject *)held)->ob_digit;
+        /* A negative or differently sized int: a new one. So is a one-digit
+           value, which may be one of the shared small ints. */
+    #if PyLong_SHIFT == 30
+        /* 30-bit digits (64-bit builds): a hash takes two or three, counted
+           and written without a loop. */
+        need = (value >> 30) == 0 ? (value != 0) : (value >> 60) == 0 ? 2 : 3;
+        if (size != need || size < 2)
+            return 0;
+        d[0] = (digit)(value & PyLong_MASK);
+        d[1] = (digit)((value >> 30) & PyLong_MASK);
+        if (size == 3)
+            d[2] = (digit)(value >> 60);
+        (void)i; (void)rest;
+        return 1;
+    #else
         while (rest) {
             need++;
             rest >>= PyLong_SHIFT;
         }
-        size = Py_SIZE(held);
-        /* A negative or differently sized int: a new one. So is a one-digit
-           value, which may be one of the shared small ints. */
         if (size != need || size < 2)
             return 0;
-        d = ((PyLongObject *)held)->ob_digit;
         rest = value;
         for (i = 0; i < size; i++) {
             d[i] = (digit)(rest & PyLong_MASK);
             rest >>= PyLong_SHIFT;
         }
         return 1;
+    #endif
     #else
         (void)obj; (void)offset; (void)value;
         return 0;
@@ -149,24 +151,78 @@ cdef extern from *:
     static Py_ssize_t loopcore_refcount(PyObject *obj) {
         return Py_REFCNT(obj);
     }
+    /* A hash field's value: the slot's int when it could be given the value
+       in place or equals it, else a new int (NULL: out of memory). */
+    static PyObject *loopcore_hash_field(PyObject *obj, Py_ssize_t offset, uint64_t value,
+                                         PyObject **made) {
+        if (loopcore_reset_u64(obj, offset, value) || loopcore_slot_is_u64(obj, offset, value))
+            return *(PyObject **)((char *)obj + offset);
+        return *made = PyLong_FromUnsignedLongLong(value);
+    }
+    /* The spare record given a record's fields in place (a new reference to
+       it), or NULL with an exception set. ``values`` holds the fields in
+       CallRecord's order; the two hashes, the timestamp and the identity are
+       filled in here. Every new value is made first, then the slots are
+       swapped (nothing can fail midway), then the old values are released
+       (builtin values: no finaliser runs). */
+    static PyObject *loopcore_refill(PyObject *record, const Py_ssize_t *offsets,
+                                     PyObject **values, uint64_t args, double ts,
+                                     int has_result, uint64_t result, int has_identity,
+                                     uint64_t identity) {
+        PyObject *made[4] = {NULL, NULL, NULL, NULL};
+        PyObject *old[11];
+        PyObject **slot;
+        int n = 0, i;
+        /* The caller's reference first, before anything allocates: a collection
+           that runs a finaliser building another outcome's record must find
+           this one held, not free to refill under us. */
+        Py_INCREF(record);
+        if ((values[1] = loopcore_hash_field(record, offsets[1], args, &made[0])) == NULL)
+            goto fail;
+        if (loopcore_reset_float(record, offsets[5], ts))
+            values[5] = *(PyObject **)((char *)record + offsets[5]);
+        else if ((values[5] = made[1] = PyFloat_FromDouble(ts)) == NULL)
+            goto fail;
+        values[6] = Py_None;
+        if (has_result &&
+            (values[6] = loopcore_hash_field(record, offsets[6], result, &made[2])) == NULL)
+            goto fail;
+        values[9] = Py_None;
+        if (has_identity &&
+            (values[9] = loopcore_hash_field(record, offsets[9], identity, &made[3])) == NULL)
+            goto fail;
+        for (i = 0; i < 11; i++) {
+            slot = (PyObject **)((char *)record + offsets[i]);
+            if (*slot != values[i]) {
+                Py_INCREF(values[i]);
+                old[n++] = *slot;
+                *slot = values[i];
+            }
+        }
+        for (i = 0; i < 4; i++)
+            Py_XDECREF(made[i]);
+        for (i = 0; i < n; i++)
+            Py_DECREF(old[i]);
+        return record;
+    fail:
+        for (i = 0; i < 4; i++)
+            Py_XDECREF(made[i]);
+        Py_DECREF(record);
+        return NULL;
+    }
     """
     Py_ssize_t member_offset "loopcore_member_offset" (object descr)
     void fill_slot "loopcore_fill_slot" (object obj, Py_ssize_t offset, object value)
     object new_instance "loopcore_new_instance" (PyTypeObject *type)
-    PyObject *swap_slot "loopcore_swap_slot" (
-        PyObject *obj, Py_ssize_t offset, PyObject *value
-    ) noexcept
-    bint slot_is_u64 "loopcore_slot_is_u64" (
-        PyObject *obj, Py_ssize_t offset, uint64_t value
-    ) noexcept
-    bint reset_u64 "loopcore_reset_u64" (
-        PyObject *obj, Py_ssize_t offset, uint64_t value
-    ) noexcept
-    bint reset_float "loopcore_reset_float" (
-        PyObject *obj, Py_ssize_t offset, double value
-    ) noexcept
     Py_ssize_t refcount "loopcore_refcount" (PyObject *obj) noexcept
-    void decref "Py_DECREF" (PyObject *obj) noexcept
+    PyObject *tuple_item "PyTuple_GET_ITEM" (object t, Py_ssize_t i) noexcept
+    PyTypeObject *type_of "Py_TYPE" (PyObject *obj) noexcept
+    PyObject *PY_TRUE "Py_True"
+    PyObject *PY_FALSE "Py_False"
+    object refill_c "loopcore_refill" (
+        PyObject *record, const Py_ssize_t *offsets, PyObject **values, uint64_t args,
+        double ts, bint has_result, uint64_t result, bint has_identity, uint64_t identity,
+    )
 
 # In make_record's order; the fast path needs them to be all of CallRecord's fields.
 _RECORD_FIELDS = (
@@ -217,35 +273,49 @@ cdef object make_record(
     """The ``CallRecord``; with ``spare`` (an outcome's record, built with the lock
     released) the spare one when nothing else holds it."""
     cdef uint8_t flags = outcome.flags
-    cdef object kind = KIND_NAMES[(flags & KIND_BITS) >> KIND_SHIFT]
-    cdef object no_progress = (flags & NO_PROGRESS) != 0
-    cdef tuple key_tuple = <tuple>key
-    session = key_tuple[0]
-    if type(session) is SESSION_REF:
-        session = (<object>session).value  # the host's own session object
+    cdef PyObject *values[11]
+    cdef object unwrapped
+    # The key's parts, borrowed (the caller holds the key).
+    cdef PyObject *session = tuple_item(key, 0)
+    cdef PyObject *run_id = tuple_item(key, 1)
+    if type_of(session) == <PyTypeObject*>SESSION_REF:
+        unwrapped = (<object>session).value  # the host's own session object
+        session = <PyObject*>unwrapped
     # Only records of builtin values are kept: a spare must never keep a host's
     # session alive, nor run its finaliser when refilled.
     spare = spare and not GIL_DISABLED and FAST_RECORDS and (
-        session is None or type(session) is str or type(session) is int
-    ) and (key_tuple[1] is None or type(key_tuple[1]) is str)
+        session == <PyObject*>None
+        or type_of(session) == <PyTypeObject*>str
+        or type_of(session) == <PyTypeObject*>int
+    ) and (run_id == <PyObject*>None or type_of(run_id) == <PyTypeObject*>str)
     if spare and SPARE is not None and refcount(<PyObject*>SPARE) == 1:
-        return refill(
-            tool_name, args_hash, call_id, session, key_tuple[1], timestamp, unknown, kind,
-            no_progress, outcome,
+        # Refilled in C with borrowed references (``loopcore_refill``).
+        values[0] = <PyObject*>tool_name
+        values[2] = <PyObject*>call_id
+        values[3] = session
+        values[4] = run_id
+        values[7] = <PyObject*>unknown
+        values[8] = tuple_item(KIND_NAMES, (flags & KIND_BITS) >> KIND_SHIFT)
+        values[10] = PY_TRUE if flags & NO_PROGRESS else PY_FALSE
+        return refill_c(
+            <PyObject*>SPARE, RECORD_OFFSETS, values, args_hash, timestamp,
+            flags & HAS_RESULT, outcome.result, flags & HAS_IDENTITY, outcome.identity,
         )
+    cdef object kind = KIND_NAMES[(flags & KIND_BITS) >> KIND_SHIFT]
+    cdef object no_progress = (flags & NO_PROGRESS) != 0
     cdef object result = outcome.result if flags & HAS_RESULT else None
     cdef object identity = outcome.identity if flags & HAS_IDENTITY else None
     if not FAST_RECORDS:
         return CallRecord(
-            tool_name, args_hash, call_id, session, key_tuple[1], timestamp, result, unknown,
-            kind, identity, no_progress,
+            tool_name, args_hash, call_id, <object>session, <object>run_id, timestamp, result,
+            unknown, kind, identity, no_progress,
         )
     record = new_instance(RECORD_TYPE)
     fill_slot(record, RECORD_OFFSETS[0], tool_name)
     fill_slot(record, RECORD_OFFSETS[1], args_hash)
     fill_slot(record, RECORD_OFFSETS[2], call_id)
-    fill_slot(record, RECORD_OFFSETS[3], session)
-    fill_slot(record, RECORD_OFFSETS[4], key_tuple[1])
+    fill_slot(record, RECORD_OFFSETS[3], <object>session)
+    fill_slot(record, RECORD_OFFSETS[4], <object>run_id)
     fill_slot(record, RECORD_OFFSETS[5], timestamp)
     fill_slot(record, RECORD_OFFSETS[6], result)
     fill_slot(record, RECORD_OFFSETS[7], unknown)
@@ -257,65 +327,6 @@ cdef object make_record(
         global SPARE
         SPARE = record
     return record
-
-
-cdef inline object hash_value(PyObject *record, Py_ssize_t field, bint present, uint64_t value):
-    """A hash field's new value: the int already in the slot when it equals it, or
-    when it could be given the value in place."""
-    if not present:
-        return None
-    if slot_is_u64(record, RECORD_OFFSETS[field], value) or reset_u64(
-        record, RECORD_OFFSETS[field], value
-    ):
-        return <object>(<PyObject**>(<char*>record + RECORD_OFFSETS[field]))[0]
-    return value
-
-
-cdef object refill(
-    object tool_name, uint64_t args_hash, object call_id, object session, object run_id,
-    double timestamp, object unknown, object kind, object no_progress, Outcome *outcome,
-):
-    """The spare record (held by nothing else) with this record's fields.
-
-    Every new value is made first, then the slots are swapped (nothing can
-    fail midway), then the old values are released (builtin values: no
-    finaliser runs, even where one was written into the slots meanwhile).
-    """
-    cdef PyObject *record = <PyObject*>SPARE
-    # The caller's reference first, before anything allocates: a collection
-    # that runs a finaliser building another outcome's record must find this
-    # one held, not free to refill under us.
-    out = <object>record
-    cdef uint8_t flags = outcome.flags
-    args_obj = hash_value(record, 1, True, args_hash)
-    cdef object ts_obj
-    if reset_float(record, RECORD_OFFSETS[5], timestamp):
-        ts_obj = <object>(<PyObject**>(<char*>record + RECORD_OFFSETS[5]))[0]
-    else:
-        ts_obj = timestamp
-    result = hash_value(record, 6, flags & HAS_RESULT, outcome.result)
-    identity = hash_value(record, 9, flags & HAS_IDENTITY, outcome.identity)
-    cdef PyObject *values[11]
-    cdef PyObject *old[11]
-    cdef Py_ssize_t i, n = 0
-    values[0] = <PyObject*>tool_name
-    values[1] = <PyObject*>args_obj
-    values[2] = <PyObject*>call_id
-    values[3] = <PyObject*>session
-    values[4] = <PyObject*>run_id
-    values[5] = <PyObject*>ts_obj
-    values[6] = <PyObject*>result
-    values[7] = <PyObject*>unknown
-    values[8] = <PyObject*>kind
-    values[9] = <PyObject*>identity
-    values[10] = <PyObject*>no_progress
-    for i in range(11):
-        old[n] = swap_slot(record, RECORD_OFFSETS[i], values[i])
-        if old[n] != NULL:
-            n += 1
-    for i in range(n):
-        decref(old[i])
-    return out
 
 
 cdef list row_records(RingStore self, object key, Py_ssize_t row, bint raw):

@@ -71,14 +71,14 @@ cdef Py_ssize_t row_append(
 ) except -1:
     """Append a record to the key's row (``row``, or -1: a new row); returns the row."""
     cdef Cols c
-    cdef RowMeta *m
+    # Rows never move (see ``row_fresh``): the bookkeeping is found once.
+    cdef RowMeta *m = meta_at(self, row) if row >= 0 else NULL
     cdef int64_t found
     cdef uint32_t tool_index
     # A full row reuses its oldest slot: when that names this tool already (a
     # run calling one tool), its use carries over and the counts stay put.
     cdef bint same_tool = False
-    if row >= 0 and meta_at(self, row)[0].fill == self.history_size:
-        m = meta_at(self, row)
+    if row >= 0 and m.fill == self.history_size:
         cols_of(m, &c)
         found = name_find(self, tool_name)
         same_tool = found >= 0 and c.tool[m.head] == <uint32_t>found
@@ -86,22 +86,19 @@ cdef Py_ssize_t row_append(
     # failure leaves the row whole.
     tool_index = <uint32_t>found if same_tool else <uint32_t>name_use(self, tool_name)
     cdef uint32_t unknown_index = NO_NAME
-    try:
-        if unknown is not None:
-            unknown_index = <uint32_t>name_use(self, unknown)
-        if row < 0:
-            row = row_new(self, key, key_hash)
-        if meta_at(self, row)[0].fill == meta_at(self, row)[0].cap:
-            row_reserve(self, row)
-        if outcome.flags & HAS_IDENTITY:
-            row_identity(self, row)
-    except BaseException:
-        if not same_tool:
-            name_drop(self, tool_index)
-        if unknown_index != NO_NAME:
-            name_drop(self, unknown_index)
-        raise
-    m = meta_at(self, row)
+    # Most appends go to a row that has room, with no unknown name and no
+    # identity: nothing past this point can fail, and the try statement (which
+    # saves the handled exception on entry) is not entered.
+    if (
+        unknown is not None
+        or row < 0
+        or (m.fill == m.cap and m.fill < self.history_size)
+        or (outcome.flags & HAS_IDENTITY and m.identity == NULL)
+    ):
+        row = append_room(
+            self, key, key_hash, row, tool_index, same_tool, unknown, &unknown_index, outcome
+        )
+        m = meta_at(self, row)
     cdef Py_ssize_t slot = m.head
     cols_of(m, &c)
     if m.fill == self.history_size:
@@ -130,6 +127,31 @@ cdef Py_ssize_t row_append(
     m.head = <int32_t>(slot + 1 if slot + 1 < self.history_size else 0)
     if m.fill < self.history_size:
         m.fill += 1
+    return row
+
+
+cdef Py_ssize_t append_room(
+    RingStore self, object key, int64_t key_hash, Py_ssize_t row, uint32_t tool_index,
+    bint same_tool, object unknown, uint32_t *unknown_index, Outcome *outcome,
+) except -1:
+    """``row_append``'s steps that can fail: the unknown name's use, a new row, room
+    and the identity column; on failure the tool's use (unless carried over) and the
+    unknown name's are given back. Returns the row."""
+    try:
+        if unknown is not None:
+            unknown_index[0] = <uint32_t>name_use(self, unknown)
+        if row < 0:
+            row = row_new(self, key, key_hash)
+        if meta_at(self, row)[0].fill == meta_at(self, row)[0].cap:
+            row_reserve(self, row)
+        if outcome.flags & HAS_IDENTITY:
+            row_identity(self, row)
+    except BaseException:
+        if not same_tool:
+            name_drop(self, tool_index)
+        if unknown_index[0] != NO_NAME:
+            name_drop(self, unknown_index[0])
+        raise
     return row
 
 
@@ -251,7 +273,7 @@ cdef void lru_unlink(RingStore self, int32_t row) noexcept:
         self.newest_row = before
 
 
-cdef void lru_touch(RingStore self, int32_t row) noexcept:
+cdef inline void lru_touch(RingStore self, int32_t row) noexcept:
     if row != self.newest_row:
         lru_unlink(self, row)
         lru_link_newest(self, row)

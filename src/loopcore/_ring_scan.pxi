@@ -4,10 +4,14 @@
 # variant table are in _ring_churn.pxi.
 
 
-cdef int64_t name_find(RingStore self, object name) except -2:
+cdef inline int64_t name_find(RingStore self, object name) except -2:
     """The name's index, or -1 when no record uses it (caller holds the lock)."""
     if not GIL_DISABLED and name is self.last_tool:
-        return self.last_tool_index
+        return self.last_tool_index  # a run calling one tool: inline, no call
+    return name_lookup(self, name)
+
+
+cdef int64_t name_lookup(RingStore self, object name) except -2:
     found = self.name_index.get(name)
     if found is None:
         return -1
@@ -161,6 +165,25 @@ cdef inline bint same_identity(Cols *c, Py_ssize_t a, Py_ssize_t b) noexcept nog
     return not has or c.identity[a] == c.identity[b]
 
 
+# Every count zero, and the padding between them (C statics are zero-initialised).
+cdef Scan NO_COUNTS
+
+
+cdef inline bint walk_ends_at_once(Cols *c, Py_ssize_t newest, int64_t tool_index) noexcept nogil:
+    """Does ``tool_walk`` stop at the newest record with nothing counted?
+
+    So it does for the common call: the newest record is not a veto (which
+    both streaks skip over), and is another tool's or this tool's ordinary
+    outcome without an unknown-tool name (which ends both streaks).
+    """
+    cdef uint8_t f = c.flag[newest]
+    if (f & KIND_BITS) == VETO:
+        return False
+    if c.tool[newest] != tool_index:
+        return True
+    return (f & HAS_RESULT) != 0 and (f & KIND_BITS) != TERMINAL and not (f & HAS_UNKNOWN)
+
+
 cdef inline void tool_walk(
     Cols *c, Py_ssize_t slot, Py_ssize_t count, Py_ssize_t h, int64_t tool_index, Scan *out,
 ) noexcept nogil:
@@ -306,25 +329,25 @@ cdef int row_scan(
     cdef Py_ssize_t h = self.history_size
     cdef Py_ssize_t count = meta_at(self, row)[0].fill
     cdef Py_ssize_t newest = meta_at(self, row)[0].head
-    cdef Py_ssize_t i
-    memset(out, 0, sizeof(Scan))
+    # Zeroed whole, padding too: the per-call twin digests the struct's bytes.
+    out[0] = NO_COUNTS
     if count == 0:
         return 0 >= alarm or 0 >= unknown_alarm
     # A row holds up to ``cap`` records; it wraps only once full at ``history_size``.
     newest = newest - 1 if newest > 0 else h - 1
     cdef Cols c
     cols_of(meta_at(self, row), &c)
-    cdef uint64_t *args = c.args
-    cdef int64_t recent = 0
     # Most calls are new: no earlier record has their hash, so there is no
     # §8.1 streak, no ping-pong (that needs h == B, an earlier hash) and no
     # churn (h must be a variant). Counting matches in memory order is one
-    # tight loop the compiler vectorises; the walks are for the rest.
-    for i in range(count):
-        recent += args[i] == args_hash
+    # pass over the column (``_ring_count.h``: the compiler left the scalar
+    # loop at one compare per record, 7 instructions each); the walks are for
+    # the rest.
+    cdef int64_t recent = count_equal(c.args, count, args_hash)
     out.recent = recent
-    out.paired_hash = args[newest]
-    tool_walk(&c, newest, count, h, tool_index, out)
+    out.paired_hash = c.args[newest]
+    if not walk_ends_at_once(&c, newest, tool_index):
+        tool_walk(&c, newest, count, h, tool_index, out)
     if recent:
         repeat_walk(&c, newest, count, h, tool_index, args_hash, recent, out)
         if out.pingpong:

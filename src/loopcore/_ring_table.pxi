@@ -10,7 +10,7 @@
 # and the table of either size is not kept cached on this hardware.)
 
 
-cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2:
+cdef inline Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2:
     """The key's row, marked most recently used; -1 when the scope has none."""
     cdef Py_ssize_t row = row_seek(self, key, key_hash)
     if row >= 0:
@@ -18,26 +18,29 @@ cdef Py_ssize_t row_find(RingStore self, object key, int64_t key_hash) except -2
     return row
 
 
-cdef Py_ssize_t row_seek(RingStore self, object key, int64_t key_hash) except -2:
+cdef inline Py_ssize_t row_seek(RingStore self, object key, int64_t key_hash) except -2:
     """``row_find`` without marking the row used: the caller does (``lru_touch``)
     before anything reads the LRU order (see ``scan_raw``)."""
-    cdef Py_ssize_t row
-    cdef RowMeta *m
     if key is self.found_key:
-        row = self.found_row
-    else:
-        row = row_lookup(self, key, key_hash)
-        if row < 0:
-            return -1
-        # Remembered only when its parts are the stored key's very objects: a
-        # caller's merely equal key (and the objects in it) must not outlive
-        # the call. Compared in the row's bookkeeping, not the key list, whose
-        # line a cold row would wait for.
-        m = meta_at(self, row)
-        if m.session == <PyObject*>(<tuple>key)[0] and m.run_id == <PyObject*>(<tuple>key)[1]:
-            self.found_key = key
-            self.found_row = row
-            self.found_hash = key_hash
+        return self.found_row  # the key found last: inline, no call
+    return row_remember(self, key, key_hash)
+
+
+cdef Py_ssize_t row_remember(RingStore self, object key, int64_t key_hash) except -2:
+    """``row_seek`` of a key other than the one found last, remembered when it can be."""
+    cdef Py_ssize_t row = row_lookup(self, key, key_hash)
+    cdef RowMeta *m
+    if row < 0:
+        return -1
+    # Remembered only when its parts are the stored key's very objects: a
+    # caller's merely equal key (and the objects in it) must not outlive the
+    # call. Compared in the row's bookkeeping, not the key list, whose line a
+    # cold row would wait for.
+    m = meta_at(self, row)
+    if m.session == <PyObject*>(<tuple>key)[0] and m.run_id == <PyObject*>(<tuple>key)[1]:
+        self.found_key = key
+        self.found_row = row
+        self.found_hash = key_hash
     return row
 
 
