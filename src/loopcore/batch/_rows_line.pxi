@@ -80,6 +80,7 @@ cdef int read_string(const unsigned char *text, size_t n, lc_canon_buf *buf) noe
         return 0
     r.p = text
     r.end = text + n
+    r.start = text
     r.out = buf
     r.untitled = 0
     if lc_canon_string(&r) != LC_CANON_OK:
