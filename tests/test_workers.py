@@ -1,4 +1,4 @@
-"""``formats._workers.read_all``: the pieces read by forked workers and the parent, in order."""
+"""``batch._workers.read_all``: the pieces read by forked workers and the parent, in order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from loopcore.formats import _workers
+from loopcore.batch import _workers
 
 pytestmark = pytest.mark.skipif(not _workers.AVAILABLE, reason="fork workers: Linux only")
 

@@ -33,9 +33,8 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from ..batch import CallTable, CallTableBuilder
+from ..batch import CallTable, CallTableBuilder, _workers
 from ..batch._table import PartRows, TablePart
-from . import _workers
 from ._detect import detect
 from ._files import InputError, open_trace, reason
 from ._reader import LOOPCORE, MAX_REPORTS, SKIP_CHUNK, FileSummary, LineSource, Problems

@@ -1,4 +1,7 @@
-"""Who reads the pieces of a ``--jobs N`` load? N - 1 forked workers and the parent itself.
+"""Who does the pieces of a ``--jobs N`` replay? N - 1 forked workers and the parent itself.
+
+The pieces are those of the input (``formats._parallel``) and the blocks of the
+scan's counts (``_scan.stats``).
 
 A process pool would fork N workers and leave the parent waiting on them; here
 the parent forks N - 1 workers (``os.fork``: loopcore is already imported in
@@ -11,8 +14,9 @@ go, where a pipe would have taken them 64 KiB at a time, a switch of process
 for each. The parent then has every piece, and hands them on in input order: what
 is read, and so every output, does not depend on which process read what.
 
-Only where ``fork`` is the platform's safe choice (Linux); elsewhere
-``_parallel`` keeps to a process pool.
+Only where ``fork`` is the platform's safe choice (Linux); elsewhere the
+input is read by a process pool (``formats._parallel``) and the scan counts in
+the parent.
 """
 
 from __future__ import annotations
