@@ -260,3 +260,16 @@ def test_the_scan_counted_by_workers_is_the_scan(tmp_path: Path, small_pieces: N
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError, match="jobs: expected a positive integer"):
             scan(table, config, jobs=bad)  # type: ignore[arg-type]
+
+
+def test_the_process_pool_where_fork_is_not_used(
+    tmp_path: Path, replay: Replay, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # macOS and Windows: a pool of N workers reads the pieces, and the scan counts alone.
+    from loopcore.batch import _workers
+
+    trace = write(tmp_path / "big.jsonl", events(13, 2000))
+    want = replay(trace, "--enable", "--format", "json", "--jobs", "2")
+    monkeypatch.setattr(_workers, "AVAILABLE", False)
+    assert replay(trace, "--enable", "--format", "json", "--jobs", "2") == want
+    assert replay(trace, "--enable", "--format", "json", "--jobs", "1") == want
