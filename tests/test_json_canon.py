@@ -295,6 +295,19 @@ def test_a_long_encoding_agrees() -> None:
     assert _canon("read", json.dumps(["z" * (1 << 20)]).encode()) is None  # past the cap
 
 
+@pytest.mark.parametrize("stop", ['"', "\\", "\x01", "\u00e9", "\\n", "\\u00e9"])
+def test_a_stop_at_each_place_near_the_end_of_the_text(stop: str) -> None:
+    # The last fewer than 16 bytes of a string that ends its text are read in one
+    # vector that ends with the text (lc_json_plain_run): a stop byte at each place of
+    # it, in texts shorter and longer than that vector.
+    for size in range(0, 40):
+        for at in range(size + 1):
+            body = "x" * at + stop + "y" * (size - at)
+            for text in (f'["{body}"]', f'{{"k": "{body}"}}', f'"{body}"'):
+                _answers_only_for_json(text.encode())
+    assert _agrees("read", b'["' + b"x" * 30 + b'"]') is not None
+
+
 # -- hostile bytes -----------------------------------------------------------------------------
 # The replay hands the reader only what msgspec accepted as one JSON value, but the
 # reader must not rely on it: on any bytes at all it answers (then the bytes are JSON

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from loopcore.batch import _kernels, _scan
 from loopcore.formats import _parallel
 from tests.conftest import Replay
 
@@ -77,6 +78,9 @@ def write(path: Path, lines: list[Any], compress: bool = False) -> Path:
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(_parallel, "MIN_PIECE_BYTES", 2048)
+    # The scan's counts in blocks of a few hundred calls, counted by the workers too.
+    monkeypatch.setattr(_scan, "PARALLEL_SCAN_ROWS", 0)
+    monkeypatch.setattr(_kernels, "_BLOCK", 300)
 
 
 def _same(replay: Replay, jobs: int, *args: object) -> tuple[int, str, str]:
@@ -234,3 +238,38 @@ def test_parts_taken_build_the_table_of_parts_extended() -> None:
         assert getattr(got, column).dtype == getattr(want, column).dtype
     assert (got.scopes, got.names) == (want.scopes, want.names)
     assert extended.part().pending == taken.part().pending
+
+
+def test_the_scan_counted_by_workers_is_the_scan(tmp_path: Path, small_pieces: None) -> None:
+    import io
+
+    import numpy as np
+
+    from loopcore import LoopDetectionConfig
+    from loopcore.batch import scan
+    from loopcore.formats import load
+
+    trace = write(tmp_path / "t.jsonl", events(12, 4000, scopes=30))
+    table = load([str(trace)], err=io.StringIO()).table
+    config = LoopDetectionConfig(enabled=True)
+    assert len(_kernels.block_cuts(_kernels.scope_index(table)[2])) > 4  # really in blocks
+    one, many = _scan.stats(table, 30, 10), _scan.stats(table, 30, 10, jobs=3)
+    for column in one._fields:
+        assert np.array_equal(getattr(many, column), getattr(one, column)), column
+    assert scan(table, config, jobs=2).to_records() == scan(table, config).to_records()
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="jobs: expected a positive integer"):
+            scan(table, config, jobs=bad)  # type: ignore[arg-type]
+
+
+def test_the_process_pool_where_fork_is_not_used(
+    tmp_path: Path, replay: Replay, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # macOS and Windows: a pool of N workers reads the pieces, and the scan counts alone.
+    from loopcore.batch import _workers
+
+    trace = write(tmp_path / "big.jsonl", events(13, 2000))
+    want = replay(trace, "--enable", "--format", "json", "--jobs", "2")
+    monkeypatch.setattr(_workers, "AVAILABLE", False)
+    assert replay(trace, "--enable", "--format", "json", "--jobs", "2") == want
+    assert replay(trace, "--enable", "--format", "json", "--jobs", "1") == want

@@ -175,6 +175,14 @@ _FLAWS: dict[int, tuple[bytes, bytes, int]] = {
     11: (b'"exitCode": 0', b'"exitCode": -0', 1),
     12: (b'"exitCode": 1', b'"exitCode": 1e0', 1),
     13: (b'"exitCode": 1', b'"exitCode": 1.50', 1),
+    # An exec result's members, found while its line is checked (lc_event_result): a
+    # repeated or escaped member, an empty details.
+    14: (b'"details"', b'"details": {"status": "failed"}, "details"', 1),
+    15: (b'"details"', b'"d\\u0065tails"', 1),
+    16: (b'"aggregated"', b'"aggregated": "x", "aggregated"', 1),
+    17: (b'"content"', b'"content": 1, "content"', 1),
+    18: (b'"details": {', b'"details": {}, "x": {', 1),
+    19: (b'"aggregated"', b'"aggr\\u0065gated"', 1),
 }
 
 

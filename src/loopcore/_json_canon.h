@@ -53,6 +53,7 @@ typedef struct {
 typedef struct {
     const unsigned char *p;
     const unsigned char *end;
+    const unsigned char *start; /* the text's first byte: all from it to ``end`` is readable */
     lc_canon_buf *out;
     int untitled; /* give up on a "title" key of the top-level object */
 } lc_canon_reader;
@@ -319,6 +320,7 @@ static inline int lc_canon_json(lc_canon_buf *out, const unsigned char *text, si
     lc_canon_reader r;
     r.p = text;
     r.end = text + size;
+    r.start = text;
     r.out = out;
     r.untitled = untitled;
     lc_canon_ws(&r);

@@ -45,11 +45,31 @@ enum {
     LC_EV_COUNT
 };
 
+/* The members of an exec result's ``details`` the exec rule reads (batch/_rows_exec.pxi),
+ * in this order. */
+#define LC_EXEC_MEMBERS 4
+
+/* What the line's scan found of its result while checking it (``lc_event_result``): with
+ * ``found``, the result is an object of ``content`` and ``details`` only, each once, whose
+ * ``details`` is an object with none of the members below repeated, and these are the
+ * members' spans; the exec rule need not look for them again. */
+typedef struct {
+    const unsigned char *start[LC_EXEC_MEMBERS];
+    size_t size[LC_EXEC_MEMBERS];
+    unsigned int present;
+    int found;
+} lc_event_details;
+
 typedef struct {
     const unsigned char *start[LC_EV_COUNT];
     size_t size[LC_EV_COUNT];
     unsigned int present; /* bit ``1 << field`` for each field the line has */
+    lc_event_details details; /* of its result, when an object */
 } lc_event;
+
+static const char *const lc_event_result_names[2] = {"content", "details"};
+static const char *const lc_event_detail_names[LC_EXEC_MEMBERS] = {
+    "status", "exitCode", "timedOut", "aggregated"};
 
 static inline int lc_event_ws(unsigned char c)
 {
@@ -296,6 +316,100 @@ static const unsigned char lc_event_key_stop[256] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
+/* Just past the object at ``p`` (at depth ``depth``), checked as ``lc_event_value``
+ * checks it, with the spans of its members named by ``names`` (``start``, ``size``,
+ * ``present``); ``*clean`` is cleared when a key repeats one of them, or names none
+ * of them and ``others`` is 0. The member ``inner`` (-1: none), when an object, is
+ * read the same way into ``deeper`` (the detail names, others allowed). NULL when not
+ * read here: not JSON, or a key this reader leaves (an escape, a non-ASCII byte), an
+ * empty object, a depth past LC_EVENT_DEPTH; the caller checks it the usual way. */
+static const unsigned char *lc_event_members(const unsigned char *p, const unsigned char *end,
+                                             int depth, const char *const *names, int count,
+                                             int others, const unsigned char **start,
+                                             size_t *size, unsigned int *present, int *clean,
+                                             int inner, lc_event_details *deeper)
+{
+    if (depth >= LC_EVENT_DEPTH || p >= end || *p != '{')
+        return NULL;
+    p++;
+    *present = 0;
+    for (;;) {
+        const unsigned char *key, *value;
+        int field, repeated;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end || *p != '"')
+            return NULL;
+        key = ++p;
+        while (p < end && !lc_event_key_stop[*p])
+            p++;
+        if (p >= end || *p != '"')
+            return NULL;
+        field = lc_event_name(key, (size_t)(p - key), names, count);
+        repeated = field >= 0 && (*present & (1u << field));
+        if ((field < 0 && !others) || repeated)
+            *clean = 0;
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end || *p != ':')
+            return NULL;
+        p++;
+        while (p < end && lc_event_ws(*p))
+            p++;
+        value = p;
+        if (field >= 0 && field == inner && !repeated && p < end && *p == '{') {
+            int tidy = 1;
+            p = lc_event_members(p, end, depth + 1, lc_event_detail_names, LC_EXEC_MEMBERS, 1,
+                                 deeper->start, deeper->size, &deeper->present, &tidy, -1,
+                                 NULL);
+            deeper->found = tidy;
+        } else {
+            p = lc_event_value(p, end, depth + 1);
+        }
+        if (p == NULL)
+            return NULL;
+        if (field >= 0 && !repeated) {
+            start[field] = value;
+            size[field] = (size_t)(p - value);
+            *present |= 1u << field;
+        }
+        while (p < end && lc_event_ws(*p))
+            p++;
+        if (p >= end)
+            return NULL;
+        if (*p == '}')
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p++;
+    }
+}
+
+/* Just past the result object at ``p``, checked as ``lc_event_value(p, end, 1)``
+ * checks it (so it is read whole once), and what it holds of the exec shape into
+ * ``details`` (see ``lc_event_details``). */
+static const unsigned char *lc_event_result(const unsigned char *p, const unsigned char *end,
+                                            lc_event_details *details)
+{
+    const unsigned char *start[2];
+    size_t size[2];
+    unsigned int present = 0;
+    int clean = 1;
+    const unsigned char *past;
+    details->found = 0;
+    details->present = 0;
+    past = lc_event_members(p, end, 1, lc_event_result_names, 2, 0, start, size, &present,
+                            &clean, 1, details);
+    if (past == NULL) {
+        details->found = 0;
+        return lc_event_value(p, end, 1);
+    }
+    if (!clean || !(present & 2u))
+        details->found = 0;
+    return past;
+}
+
 /* Find the members of the JSON object that is the whole of ``text[0:n]`` (white
  * space around it allowed): member ``i`` is the one whose key is ``names[i]``,
  * or with ``names`` NULL an event field (``lc_event_field``); ``others``: may
@@ -304,7 +418,7 @@ static const unsigned char lc_event_key_stop[256] = {
  * (the last would win). LC_EVENT_GIVE_UP: read the text the usual way. */
 static int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
                            int count, int others, int check, const unsigned char **start,
-                           size_t *size, unsigned int *present)
+                           size_t *size, unsigned int *present, lc_event_details *details)
 {
     const unsigned char *p = text;
     const unsigned char *end = text + n;
@@ -339,7 +453,10 @@ static int lc_event_object(const unsigned char *text, size_t n, const char *cons
         while (p < end && lc_event_ws(*p))
             p++;
         value = p;
-        p = check ? lc_event_value(p, end, 1) : lc_event_skip(p, end);
+        if (details != NULL && check && field == LC_EV_RESULT && p < end && *p == '{')
+            p = lc_event_result(p, end, details);
+        else
+            p = check ? lc_event_value(p, end, 1) : lc_event_skip(p, end);
         if (p == NULL || p == value)
             return LC_EVENT_GIVE_UP;
         if (field >= 0) {
@@ -368,7 +485,9 @@ static int lc_event_object(const unsigned char *text, size_t n, const char *cons
  * (white space around it allowed); LC_EVENT_GIVE_UP: read it the usual way. */
 static inline int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev)
 {
-    return lc_event_object(line, n, NULL, LC_EV_COUNT, 0, 1, ev->start, ev->size, &ev->present);
+    ev->details.found = 0;
+    return lc_event_object(line, n, NULL, LC_EV_COUNT, 0, 1, ev->start, ev->size, &ev->present,
+                           &ev->details);
 }
 
 /* Is the span ``text[0:n]`` exactly the JSON text ``word``? */

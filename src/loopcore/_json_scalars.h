@@ -124,6 +124,33 @@ static inline const unsigned char *lc_json_plain16(const unsigned char *p,
     return p;
 }
 
+/* Past the run of plain string bytes at ``p``, as ``lc_json_plain16`` finds it, the
+ * last fewer than 16 bytes before ``end`` taken in one vector too: the 16 that end at
+ * ``end``, when the text from ``start`` holds as many (so the load stays inside it),
+ * the bytes before ``p`` left out of it. A string that ends its text (a span read
+ * alone) would otherwise finish byte by byte. */
+static inline const unsigned char *lc_json_plain_run(const unsigned char *p,
+                                                     const unsigned char *end,
+                                                     const unsigned char *start)
+{
+    p = lc_json_plain16(p, end);
+#if defined(__SSE2__)
+    if (p < end && end - p < 16 && end - start >= 16) {
+        const unsigned char *last = end - 16;
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)last);
+        __m128i stop = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                         _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+            _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+        unsigned int bits = (unsigned int)_mm_movemask_epi8(stop) >> (unsigned int)(p - last);
+        return bits != 0 ? p + __builtin_ctz(bits) : end;
+    }
+#else
+    (void)start;
+#endif
+    return p;
+}
+
 /* A string (``r->p`` on its opening quote) as ``s`` + length + UTF-8.
  *
  * Its decoded bytes are never more than the text they come from (an escape is
@@ -143,7 +170,7 @@ static int lc_canon_string(lc_canon_reader *r)
     for (;;) {
         unsigned char c;
         {
-            const unsigned char *run = lc_json_plain16(p, end);
+            const unsigned char *run = lc_json_plain_run(p, end, r->start);
             memcpy(out, p, (size_t)(run - p));
             out += run - p;
             p = run;

@@ -67,6 +67,7 @@ cdef extern from "_json_canon.h":
     ctypedef struct lc_canon_reader:
         const unsigned char *p
         const unsigned char *end
+        const unsigned char *start
         lc_canon_buf *out
         int untitled
     void lc_canon_init(lc_canon_buf *b) noexcept

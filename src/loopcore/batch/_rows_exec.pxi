@@ -164,12 +164,13 @@ cdef bint shaped_hash(const unsigned char *status, size_t status_size, long long
     return done
 
 
-cdef int exec_hash(const unsigned char *text, size_t n, uint64_t *found,
-                   uint64_t *identity) noexcept:
+cdef int exec_hash(const unsigned char *text, size_t n, lc_event_details *details,
+                   uint64_t *found, uint64_t *identity) noexcept:
     """The outcome of an exec result given as its JSON text, for the cases above:
     EXEC_PLAIN (``found`` its hash) or EXEC_TERMINAL (``identity`` too); 0 when it
     is not one of them (or not sure). The text is a span of a line
-    ``lc_event_scan`` took: checked JSON that both decoders read alike."""
+    ``lc_event_scan`` took: checked JSON that both decoders read alike; ``details``
+    what that scan found of its members (when ``found``: not looked for again)."""
     cdef lc_canon_buf buf
     cdef const unsigned char *member[4]
     cdef size_t size[4]
@@ -179,20 +180,27 @@ cdef int exec_hash(const unsigned char *text, size_t n, uint64_t *found,
     cdef size_t status_size, head, first, last
     cdef long long code = 0
     cdef bint timed_out = False
+    cdef int i
     if n == 0 or text[0] != c'{':
         return 0
     lc_canon_init(&buf)
     try:
-        if lc_event_object(
-            text, n, RESULT_MEMBERS, 2, 0, 0, member, size, &present
-        ) != LC_EVENT_OK:
-            return 0
-        if not (present >> 1) & 1 or size[1] == 0 or member[1][0] != c'{':
-            return 0
-        if lc_event_object(
-            member[1], size[1], DETAIL_MEMBERS, 4, 1, 0, member, size, &present
-        ) != LC_EVENT_OK:
-            return 0
+        if details.found:
+            for i in range(4):
+                member[i] = details.start[i]
+                size[i] = details.size[i]
+            present = details.present
+        else:
+            if lc_event_object(
+                text, n, RESULT_MEMBERS, 2, 0, 0, member, size, &present, NULL
+            ) != LC_EVENT_OK:
+                return 0
+            if not (present >> 1) & 1 or size[1] == 0 or member[1][0] != c'{':
+                return 0
+            if lc_event_object(
+                member[1], size[1], DETAIL_MEMBERS, 4, 1, 0, member, size, &present, NULL
+            ) != LC_EVENT_OK:
+                return 0
         if (present & 0b1011) != 0b1011:  # status, exitCode and aggregated
             return 0
         status = member[D_STATUS]

@@ -21,14 +21,21 @@ cdef extern from "_json_event.h":
     enum:
         LC_EV_TYPE, LC_EV_TOOL, LC_EV_ARGS, LC_EV_RESULT, LC_EV_ERROR, LC_EV_CALL_ID,
         LC_EV_SESSION, LC_EV_RUN_ID, LC_EV_TS, LC_EV_COUNT
+    ctypedef struct lc_event_details:
+        const unsigned char *start[4]
+        size_t size[4]
+        unsigned int present
+        int found
     ctypedef struct lc_event:
         const unsigned char *start[9]
         size_t size[9]
         unsigned int present
+        lc_event_details details
     int lc_event_scan(const unsigned char *line, size_t n, lc_event *ev) noexcept
     int lc_event_object(const unsigned char *text, size_t n, const char *const *names,
                         int count, int others, int check, const unsigned char **start,
-                        size_t *size, unsigned int *present) noexcept
+                        size_t *size, unsigned int *present,
+                        lc_event_details *details) noexcept
     int lc_event_is(const unsigned char *text, size_t n, const char *word) noexcept
     int lc_event_plain_number(const unsigned char *p, size_t n) noexcept
 
@@ -73,6 +80,7 @@ cdef int read_string(const unsigned char *text, size_t n, lc_canon_buf *buf) noe
         return 0
     r.p = text
     r.end = text + n
+    r.start = text
     r.out = buf
     r.untitled = 0
     if lc_canon_string(&r) != LC_CANON_OK:

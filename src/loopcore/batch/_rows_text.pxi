@@ -113,7 +113,7 @@ cdef int read_line(Rows rows, const unsigned char *line, size_t size, object dec
         if rule == BY_TEXT_PLAIN and text[0] == c'"' and text_hash(text, n, &known.hash):
             known.outcome = EXEC_PLAIN
         elif rule == BY_TEXT_EXEC:
-            known.outcome = exec_hash(text, n, &known.hash, &known.identity)
+            known.outcome = exec_hash(text, n, &ev.details, &known.hash, &known.identity)
         if known.outcome:
             result = None
         else:

@@ -70,13 +70,14 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         config = LoopDetectionConfig.from_mapping(block)
         spec = parse_sweep(args.sweep, block) if args.sweep is not None else None
         limit = max_line_bytes(args)
+        workers = jobs(args)
         traces = load(
             args.traces,
             strict=args.strict,
             err=err,
             max_line_bytes=limit,
             input_format=args.input_format,
-            jobs=jobs(args),
+            jobs=workers,
         )
     except (UsageError, ConfigError, InputError) as exc:
         # One line: a value or a file name with a newline in it is escaped.
@@ -100,7 +101,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write_sweep(traces, config, spec, rows, args.format, out, err)
         return 1 if any(row.tally.would_block for row in rows) else 0
 
-    result = scan(traces.table, config)
+    result = scan(traces.table, config, jobs=workers)
     report = Report(traces, result)
     runs = report.runs()
     if args.format == "json":

@@ -103,7 +103,7 @@ class _Progress:
             )
 
     def update(self, done: int) -> None:
-        if self.bar is not None:
+        if self.bar is not None and done > self.bar.n:  # never back (claimed, then merged)
             self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
@@ -386,9 +386,11 @@ def _load_parallel(
     err: TextIO,
 ) -> Traces:
     merge = _parallel.Merge(builder, err)
+    # While the pieces are read, the bar shows the bytes of those claimed so far.
+    claimed = [0, *itertools.accumulate(task.size for task in tasks if not task.local)]
     offset = 0
     try:
-        for task, piece in _parallel.pieces(tasks, jobs):
+        for task, piece in _parallel.pieces(tasks, jobs, lambda count: bar.update(claimed[count])):
             if task.first:
                 if summaries:
                     merge.finish()

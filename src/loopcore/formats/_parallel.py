@@ -2,10 +2,11 @@
 
 ``load(..., jobs=N)`` cuts the input into pieces: each file, and a large plain
 loopcore JSONL file into ranges of whole lines (a loopcore line is one event,
-read alone). Worker processes read the pieces (``read_piece``); the parent
-appends each piece's rows to one builder in input order
-(``CallTableBuilder.extend``: scopes numbered by first appearance, a
-compaction pending at the end of one piece arming the next piece's call), and
+read alone). Worker processes read the pieces (``read_piece``; on Linux the
+parent is one of the N, ``_workers``); the parent appends each piece's rows to
+one builder in input order (``CallTableBuilder.extend``: scopes numbered by
+first appearance, a compaction pending at the end of one piece arming the next
+piece's call), and
 replays each piece's malformed-line reports through the file's ``Problems``
 with the piece's first line added. So the table, the line numbers, the counts
 and every report (and, with ``--strict``, the first one that stops the load)
@@ -25,14 +26,14 @@ import stat
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
 
-from ..batch import CallTable, CallTableBuilder
+from ..batch import CallTable, CallTableBuilder, _workers
 from ..batch._table import PartRows, TablePart
 from ._detect import detect
 from ._files import InputError, open_trace, reason
@@ -275,12 +276,23 @@ def _context() -> Any:
     return multiprocessing.get_context()
 
 
-def pieces(tasks: list[Task], jobs: int) -> Iterator[tuple[Task, Piece]]:
-    """Every task with its piece, in order: regular files read by ``jobs`` workers, the
-    others in the parent when their turn comes."""
+def pieces(
+    tasks: list[Task], jobs: int, claimed: Callable[[int], None] | None = None
+) -> Iterator[tuple[Task, Piece]]:
+    """Every task with its piece, in order: regular files read by ``jobs`` processes, the
+    others in the parent when their turn comes.
+
+    On Linux the parent is one of the ``jobs`` (``_workers``), and ``claimed(count)`` is
+    told, as it reads, how many of the regular files' pieces have been claimed.
+    """
+    remote = [task for task in tasks if not task.local]
+    if _workers.AVAILABLE:
+        results = iter(_workers.read_all(remote, jobs, read_piece, claimed))
+        for task in tasks:
+            yield task, read_piece(task) if task.local else next(results)
+        return
     from concurrent.futures import ProcessPoolExecutor
 
-    remote = [task for task in tasks if not task.local]
     with ProcessPoolExecutor(
         max_workers=min(jobs, len(remote) or 1), mp_context=_context()
     ) as pool:
