@@ -12,6 +12,7 @@
 # is a content entry whose text may hold a wrapper: entries are normalised one by
 # one before they are joined (§12.10), which the reference does.
 
+from cpython.object cimport PyObject
 from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
@@ -19,10 +20,12 @@ from libc.string cimport memcpy
 from ._fingerprint_c cimport (
     Encoder,
     enc_digest,
+    enc_flat_dict,
     enc_free,
     enc_init,
     enc_list_header,
     enc_raw,
+    enc_str,
     enc_value,
     str_wrapped,
 )
@@ -38,9 +41,93 @@ cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
 cdef object C_UNSET = _UNSET
 cdef bytes C_RESULT_DOMAIN = _RESULT_DOMAIN
 cdef str RESULT_TAG = "result"
+cdef str STATUS_KEY = "status"
 cdef dict EMPTY_DETAILS = {}
 # A key absent from a result dict (UNSET itself could be a value there).
 cdef object MISSING = object()
+
+
+cdef extern from "_dict_entries.h":
+    Py_ssize_t dict_entries "lc_dict_entries" (PyObject *d, PyObject **out, Py_ssize_t cap) noexcept
+    int dict_entries_verify "lc_dict_entries_verify" () except -1
+
+
+dict_entries_verify()
+
+
+cdef extern from *:
+    """
+    /* A dict's version tag (PEP 509): every change to a dict gives it a new
+       value, unique among all dicts, so an unchanged tag means unchanged
+       entries. Read where CPython still bumps it on every change (3.11 to
+       3.13, GIL builds); 0 elsewhere, where the entries are compared. */
+    #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    #define LOOPCORE_DICT_VERSIONS 1
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic push
+    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    #endif
+    static inline uint64_t loopcore_dict_version(PyObject *d) {
+        return ((PyDictObject *)d)->ma_version_tag;
+    }
+    #if defined(__GNUC__)
+    #pragma GCC diagnostic pop
+    #endif
+    #else
+    #define LOOPCORE_DICT_VERSIONS 0
+    static inline uint64_t loopcore_dict_version(PyObject *d) {
+        (void)d;
+        return 0;
+    }
+    #endif
+    /* The entries of a dict of at most ``cap`` entries whose keys are all
+       exact str, borrowed into ``out`` (key, value, key, value, ...): their
+       number, with the index of the entry whose key is "status" in ``*status``
+       (-1: none). -1 for any other dict, and without version tags: dict.get
+       answers then. Runs no Python code. */
+    static Py_ssize_t lc_details_items(PyObject *d, PyObject **out, Py_ssize_t cap,
+                                       PyObject *status_key, Py_ssize_t *status) {
+        *status = -1;
+    #if LOOPCORE_DICT_VERSIONS
+        Py_ssize_t i, n = lc_dict_entries(d, out, cap);
+        for (i = 0; i < n; i++) {
+            PyObject *k = out[2 * i];
+            if (!PyUnicode_CheckExact(k))
+                return -1;
+            if (k == status_key) {
+                *status = i;
+            } else if (PyUnicode_IS_COMPACT_ASCII(k)) {
+                if (PyUnicode_GET_LENGTH(k) == 6 && memcmp(PyUnicode_DATA(k), "status", 6) == 0)
+                    *status = i;
+            } else if (!PyUnicode_IS_COMPACT(k)) {
+                return -1; /* a legacy str: dict.get compares it */
+            }
+            /* (A compact str that is not ASCII never equals "status".) */
+        }
+        return n;
+    #else
+        (void)d; (void)out; (void)cap; (void)status_key;
+        return -1;
+    #endif
+    }
+    """
+    const bint DICT_VERSIONS "LOOPCORE_DICT_VERSIONS"
+    uint64_t dict_version "loopcore_dict_version" (PyObject *d) noexcept
+    Py_ssize_t details_items "lc_details_items" (
+        PyObject *d, PyObject **out, Py_ssize_t cap, PyObject *status_key, Py_ssize_t *status
+    ) noexcept
+
+
+cdef extern from "Python.h":
+    # The reference counts of borrowed pointers, taken as they are: through
+    # ``<object>`` casts Cython would add a reference of its own around each.
+    void ref_take "Py_INCREF" (PyObject *value) noexcept
+    void ref_drop "Py_DECREF" (PyObject *value) noexcept
+
+
+cdef enum:
+    # Entries of a details dict walked once for both its status and its bytes.
+    DETAILS_HELD = 16
 
 
 cdef inline bint exec_titled(object args):
@@ -188,17 +275,36 @@ cdef inline void enc_start(Encoder *enc, const char *prefix, Py_ssize_t size) no
     enc.depth = 1
 
 
-cdef uint64_t hash_generic(object details, object text) except? 0:
-    """The generic rule of SPEC §2: the hash of ("result", details, text)."""
+cdef uint64_t hash_generic(
+    object details, object text, PyObject **items, Py_ssize_t n_items, uint64_t version
+) except? 0:
+    """The generic rule of SPEC §2: the hash of ("result", details, text).
+
+    ``items``: the ``n_items`` entries of ``details`` as ``details_items`` took
+    them at the dict's ``version`` (``n_items`` -1: none taken).
+    """
     cdef Encoder enc
+    cdef bint written = False
+    cdef Py_ssize_t i
     enc_start(&enc, GENERIC_PREFIX_DATA, GENERIC_PREFIX_SIZE)
     enc.nonces = 1
     try:
-        enc_value(&enc, details)
+        if n_items >= 0 and DICT_VERSIONS and dict_version(<PyObject *>details) == version:
+            # Unchanged since the status check: written from the entries it took
+            # (no second walk), held meanwhile as a nonce's normaliser may run.
+            for i in range(2 * n_items):
+                ref_take(items[i])
+            try:
+                written = enc_flat_dict(&enc, items, n_items)
+            finally:
+                for i in range(2 * n_items):
+                    ref_drop(items[i])
+        if not written:
+            enc_value(&enc, details)
         # No entry held a wrapper marker, and a join cannot make one: the text
         # is written as it is.
         enc.nonces = 0
-        enc_value(&enc, text)
+        enc_str(&enc, <str>text)
         return enc_digest(&enc)
     finally:
         enc_free(&enc)
@@ -247,8 +353,19 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
     if content is MISSING and details is MISSING:
         out[0] = hash_whole(result)
         return True
+    # Most details dicts are walked once: for "status" here, for the hash below.
+    cdef PyObject *items[2 * DETAILS_HELD]
+    cdef Py_ssize_t n_items = -1, at_status
+    cdef uint64_t version = 0
     if type(details) is dict:
-        status = (<dict>details).get("status")
+        n_items = details_items(
+            <PyObject *>details, items, DETAILS_HELD, <PyObject *>STATUS_KEY, &at_status
+        )
+        if n_items >= 0:
+            version = dict_version(<PyObject *>details)
+            status = None if at_status < 0 else <object>items[2 * at_status + 1]
+        else:
+            status = (<dict>details).get("status")
         if status is not None and (type(status) is not str or status == "blocked"):
             return False
     elif details is MISSING or is_plain_leaf(details):
@@ -258,5 +375,5 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
     text = content_text(None if content is MISSING else content)
     if text is None:
         return False
-    out[0] = hash_generic(details, text)
+    out[0] = hash_generic(details, text, items, n_items, version)
     return True

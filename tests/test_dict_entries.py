@@ -1,0 +1,178 @@
+"""Do dicts read from their entry tables hash exactly as the reference walks them?
+
+The compiled twins read a small dict's entries straight from its entry table
+(``_dict_entries.h``) for an args dict's memo, a flat dict's bytes and a
+result's details, whose "status" entry is found in the same pass. Tables with
+deleted and re-added entries, keys of every kind, split instance dicts, a
+"status" key that is not the interned str, and a details dict changed while
+its content is read must all give the reference's hashes, verdicts and records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopcore import ToolLoopGuard, _fingerprint_py, _outcome_py
+from loopcore._records import OUTCOME_KINDS
+from loopcore._twins import use_twin
+
+from .conftest import TWINS
+
+COMPILED = "cython" in TWINS
+CONFIG = {"enabled": True, "historySize": 30, "warningThreshold": 20, "criticalThreshold": 25}
+
+keys = st.one_of(
+    st.sampled_from(["a", "b", "path", "status", "lines", "truncated", "é", "ключ"]),
+    st.integers(-3, 3),
+    st.text(max_size=4),
+)
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-300, 300),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.sampled_from(["blocked", "ok", "", "x" * 40]),
+    st.text(max_size=6),
+)
+# Each step sets a key, or deletes one the dict holds (a hole in its table).
+steps = st.lists(st.tuples(st.booleans(), keys, values), max_size=24)
+
+
+def built(ops: list[tuple[bool, Any, Any]]) -> dict[Any, Any]:
+    d: dict[Any, Any] = {}
+    for delete, key, value in ops:
+        if delete and d:
+            del d[list(d)[hash(str(key)) % len(d)]]
+        else:
+            d[key] = value
+    return d
+
+
+class Slots:
+    """Instances share their dicts' keys: a split table, read the usual way."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+def split_dict(**fields: Any) -> dict[str, Any]:
+    Slots(**fields)  # the first instance fixes the shared keys
+    return Slots(**fields).__dict__
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled twin is not built")
+@given(ops=steps, nonces=st.booleans())
+def test_a_dict_with_holes_encodes_as_the_reference(
+    ops: list[tuple[bool, Any, Any]], nonces: bool
+) -> None:
+    from loopcore import _fingerprint_c
+
+    d = built(ops)
+    assert _fingerprint_c.encode(d, nonces=nonces) == _fingerprint_py.encode(d, nonces=nonces)
+    assert _fingerprint_c.encode([d, {"k": d}]) == _fingerprint_py.encode([d, {"k": d}])
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled twin is not built")
+def test_a_split_instance_dict_encodes_as_the_reference() -> None:
+    from loopcore import _fingerprint_c
+
+    d = split_dict(path="/a", offset=1, limit=2)
+    del d["offset"]
+    assert _fingerprint_c.encode(d) == _fingerprint_py.encode(d)
+    assert _fingerprint_c.encode(d, nonces=True) == _fingerprint_py.encode(d, nonces=True)
+
+
+def reference_records(steps: list[tuple[Any, Any]]) -> list[tuple[Any, ...]]:
+    expected: list[tuple[Any, ...]] = []
+    for args, result in steps:
+        found = _outcome_py.outcome_of("read", args, result=result)
+        if found[0] is None:
+            expected.append((None, None, None, None, False))
+        else:
+            expected.append((found[0], found[1], OUTCOME_KINDS[found[2]], found[3], found[4]))
+    return expected
+
+
+def guard_records(twin: str, steps: list[tuple[Any, Any]]) -> list[tuple[Any, ...]]:
+    with use_twin(twin):
+        guard = ToolLoopGuard(CONFIG)
+    for n, (args, result) in enumerate(steps):
+        guard.before_call("read", args, tool_call_id=f"c{n}")
+        guard.after_call("read", args, tool_call_id=f"c{n}", result=result)
+    return [
+        (r.result_hash, r.unknown_tool_name, r.outcome_kind, r.failure_identity_hash, r.no_progress)
+        for r in guard.detector.history()
+    ]
+
+
+def text_result(details: Any) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": "body"}], "details": details}
+
+
+@given(args_ops=steps, details_ops=steps)
+def test_guard_records_of_dicts_with_holes_are_the_reference(
+    args_ops: list[tuple[bool, Any, Any]], details_ops: list[tuple[bool, Any, Any]]
+) -> None:
+    steps = [(built(args_ops), text_result(built(details_ops)))]
+    steps.append((steps[0][0], text_result(split_dict(lines=2, truncated=False))))
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+
+
+@pytest.mark.parametrize("status", ["blocked", "failed", None, 3, b"blocked"])
+@pytest.mark.parametrize("interned", [True, False])
+def test_a_status_key_is_found_whether_interned_or_not(status: Any, interned: bool) -> None:
+    key = "status" if interned else "".join(["sta", "tus"])
+    assert (key is "status") is interned  # noqa: F632 (the very point)
+    details = {"lines": 1, key: status}
+    del details["lines"]
+    details["lines"] = 2
+    steps = [({"path": "/a"}, text_result(details))]
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+
+
+class TypeCollider:
+    """A key that meets "type" in an entry's table and changes the details meanwhile."""
+
+    def __init__(self, details: dict[str, Any]) -> None:
+        self.details = details
+
+    def __hash__(self) -> int:
+        return hash("type")
+
+    def __eq__(self, other: object) -> bool:
+        self.details["lines"] = 99
+        self.details.pop("truncated", None)
+        return False
+
+
+def test_details_changed_while_the_content_is_read_hash_as_changed() -> None:
+    def result() -> dict[str, Any]:
+        details: dict[str, Any] = {"lines": 1, "truncated": False}
+        entry = {TypeCollider(details): 0, "type": "text", "text": "body"}
+        return {"content": [entry], "details": details}
+
+    expected = reference_records([({"path": "/a"}, result())])
+    for twin in TWINS:
+        assert guard_records(twin, [({"path": "/a"}, result())]) == expected, twin
+
+
+def test_an_args_dict_changed_between_the_calls_is_hashed_again() -> None:
+    for twin in TWINS:
+        with use_twin(twin):
+            guard = ToolLoopGuard(CONFIG)
+        args = {"path": "/a", "offset": 0, "limit": 5}
+        guard.before_call("read", args, tool_call_id="c0")
+        del args["offset"]
+        args["offset"] = 1
+        guard.after_call("read", args, tool_call_id="c0", result="ok")
+        hashes = [r.args_hash for r in guard.detector.history()]
+        assert hashes[-1] == _outcome_py.hash_call("read", args), twin
