@@ -176,3 +176,64 @@ def test_an_args_dict_changed_between_the_calls_is_hashed_again() -> None:
         guard.after_call("read", args, tool_call_id="c0", result="ok")
         hashes = [r.args_hash for r in guard.detector.history()]
         assert hashes[-1] == _outcome_py.hash_call("read", args), twin
+
+
+class Str(str):
+    """A str subclass key: its dict's table is a general one."""
+
+
+def copy_of(key: str, how: int) -> Any:
+    # The same text as a new str object (not the interned one), or as a subclass.
+    if how == 1:
+        return "".join([key[:1], key[1:]]) if len(key) > 1 else key
+    if how == 2:
+        return Str(key)
+    return key
+
+
+entries = st.tuples(
+    st.sampled_from(["type", "text", "kind", "txt"]),
+    st.integers(0, 2),
+    st.one_of(st.sampled_from(["text", "image"]), st.text(max_size=5), st.none(), st.integers()),
+)
+fields = st.tuples(
+    st.sampled_from(["content", "details", "contents", "detail", "status"]),
+    st.integers(0, 2),
+    st.one_of(
+        st.lists(st.lists(entries, max_size=4), max_size=3),
+        st.just({"lines": 3}),
+        st.none(),
+        st.text(max_size=4),
+    ),
+)
+
+
+def result_of(spec: list[tuple[str, int, Any]], holes: int) -> dict[Any, Any]:
+    result: dict[Any, Any] = {f"pad{i}": i for i in range(holes)}
+    for name, how, value in spec:
+        if isinstance(value, list):
+            value = [{copy_of(k, h): v for k, h, v in entry} for entry in value]
+        result[copy_of(name, how)] = value
+    for i in range(holes):
+        del result[f"pad{i}"]
+    return result
+
+
+@given(spec=st.lists(fields, max_size=4), holes=st.integers(0, 3))
+def test_result_fields_under_any_key_object_are_the_reference(
+    spec: list[tuple[str, int, Any]], holes: int
+) -> None:
+    steps = [({"path": "/a"}, result_of(spec, holes))]
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+
+
+def test_a_large_result_dict_is_read_by_the_dict_api() -> None:
+    result: dict[str, Any] = {f"k{i}": i for i in range(20)}
+    result["content"] = [{"type": "text", "text": "body"}]
+    result["details"] = {"lines": 2}
+    steps = [({"path": "/a"}, result)]
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin

@@ -1,24 +1,26 @@
-/* How are the entries of a small dict read in one pass? (its entry table, not PyDict_Next)
+/* How are the entries of a small dict read in one pass? (its entry table, not the dict API)
  *
- * Included by _percall_c.pyx (an args dict's memo, a result's details) and
- * _fingerprint_c.pyx (a flat dict's snapshot). PyDict_Next costs a call and
- * some thirty instructions per entry; a small dict's entries are a few words
- * each in one array. Where the layout of that array is known (GIL builds of
- * CPython 3.11 to 3.13, whose dict keys object is the one below), the entries
- * of a combined table are read from it directly, in the order PyDict_Next
- * gives them: the entry table's order, skipping deleted entries. Split tables
- * (instance dicts), other versions and free-threaded builds take PyDict_Next.
+ * Included by _percall_c.pyx (an args dict's memo, a result's fields and
+ * details) and _fingerprint_c.pyx (a flat dict's snapshot). PyDict_Next costs
+ * a call and some thirty instructions per entry, dict.get of a str key some
+ * ninety; a small dict's entries are a few words each in one array. Where the
+ * layout of that array is known (GIL builds of CPython 3.11 to 3.13, whose
+ * dict keys object is the one below), a combined table is read directly: its
+ * entries in the order PyDict_Next gives them (the table's, deleted entries
+ * skipped), a str key found by comparing it with each entry's. Split tables
+ * (instance dicts), other versions and free-threaded builds take the API.
  *
  * lc_dict_entries_verify, run once when a module is imported, compares both
  * ways on dicts of each kind, with a deleted entry; the table is read only
  * when they agree. Nothing here runs Python code or takes a reference.
- * tests/test_dict_entries.py compares both ways on dicts of every shape.
+ * tests/test_dict_entries.py compares the hashes on dicts of every shape.
  */
 #ifndef LOOPCORE_DICT_ENTRIES_H
 #define LOOPCORE_DICT_ENTRIES_H
 
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #if !defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
 #define LC_DICT_TABLE 1
@@ -48,6 +50,8 @@ typedef struct {
 } lc_any_entry;
 
 #define LC_DICT_KEYS_GENERAL 0
+/* Entries (deleted ones included) scanned by lc_dict_find_str at most. */
+#define LC_DICT_FIND_MAX 8
 
 /* Set by lc_dict_entries_verify when the table reads as PyDict_Next does. */
 static int lc_dict_table_ok = 0;
@@ -103,6 +107,51 @@ static inline Py_ssize_t lc_dict_entries(PyObject *d, PyObject **out, Py_ssize_t
         i++;
     }
     return i;
+}
+
+/* Where the value of str key ``key`` (an exact, compact ASCII str) is found in
+   dict d without dict.get: 1 (*found borrowed), 0 (no such key), or -1 when
+   dict.get must answer (a table not read here, a large dict, a key it would
+   compare the slow way). A table of str keys holds exact strs only (CPython
+   moves any other key to a general table), so an entry equals ``key`` when its
+   text does; no Python code runs. */
+static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
+{
+#ifdef LC_DICT_TABLE
+    const lc_dict_keys *keys;
+    const lc_str_entry *entry;
+    const char *text = (const char *)PyUnicode_DATA(key);
+    Py_ssize_t e, n, len = PyUnicode_GET_LENGTH(key);
+    if (!lc_dict_table_ok || ((PyDictObject *)d)->ma_values != NULL)
+        return -1;
+    keys = (const lc_dict_keys *)(void *)((PyDictObject *)d)->ma_keys;
+    n = keys->dk_nentries;
+    if (keys->dk_kind == LC_DICT_KEYS_GENERAL || n > LC_DICT_FIND_MAX)
+        return -1;
+    entry = (const lc_str_entry *)(const void *)(keys->dk_indices
+                                                 + ((size_t)1 << keys->dk_log2_index_bytes));
+    for (e = 0; e < n; e++) {
+        PyObject *k = entry[e].key;
+        if (entry[e].value == NULL)
+            continue; /* deleted */
+        if (k == key) {
+            *found = entry[e].value;
+            return 1;
+        }
+        if (!PyUnicode_IS_COMPACT(k))
+            return -1;
+        /* A compact str that is not ASCII never equals an ASCII one. */
+        if (PyUnicode_IS_ASCII(k) && PyUnicode_GET_LENGTH(k) == len
+            && memcmp(PyUnicode_DATA(k), text, (size_t)len) == 0) {
+            *found = entry[e].value;
+            return 1;
+        }
+    }
+    return 0;
+#else
+    (void)d; (void)key; (void)found;
+    return -1;
+#endif
 }
 
 #ifdef LC_DICT_TABLE

@@ -30,6 +30,8 @@ from ._fingerprint_c cimport (
     str_wrapped,
 )
 
+import sys
+
 from ._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
 from ._outcome_py import RESULT_DOMAIN as _RESULT_DOMAIN
 from ._outcome_py import UNSET as _UNSET
@@ -41,7 +43,12 @@ cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
 cdef object C_UNSET = _UNSET
 cdef bytes C_RESULT_DOMAIN = _RESULT_DOMAIN
 cdef str RESULT_TAG = "result"
-cdef str STATUS_KEY = "status"
+cdef str STATUS_KEY = sys.intern("status")
+# The keys a result is read by, interned (as the C look-up wants them).
+cdef str CONTENT_KEY = sys.intern("content")
+cdef str DETAILS_KEY = sys.intern("details")
+cdef str TYPE_KEY = sys.intern("type")
+cdef str TEXT_KEY = sys.intern("text")
 cdef dict EMPTY_DETAILS = {}
 # A key absent from a result dict (UNSET itself could be a value there).
 cdef object MISSING = object()
@@ -49,10 +56,23 @@ cdef object MISSING = object()
 
 cdef extern from "_dict_entries.h":
     Py_ssize_t dict_entries "lc_dict_entries" (PyObject *d, PyObject **out, Py_ssize_t cap) noexcept
+    int dict_find_str "lc_dict_find_str" (PyObject *d, PyObject *key, PyObject **found) noexcept
     int dict_entries_verify "lc_dict_entries_verify" () except -1
 
 
 dict_entries_verify()
+
+
+cdef inline object field(dict d, str key, object default):
+    """``d.get(key, default)`` for an interned ASCII ``key``, from the entry table
+    where it can be read (no hash look-up, no Python code)."""
+    cdef PyObject *found
+    cdef int where = dict_find_str(<PyObject *>d, <PyObject *>key, &found)
+    if where == 1:
+        return <object>found
+    if where == 0:
+        return default
+    return d.get(key, default)
 
 
 cdef extern from *:
@@ -184,8 +204,8 @@ cdef object content_text(object content):
     texts = None
     for entry in content:
         if type(entry) is dict:
-            kind = (<dict>entry).get("type")
-            text = (<dict>entry).get("text")
+            kind = field(<dict>entry, TYPE_KEY, None)
+            text = field(<dict>entry, TEXT_KEY, None)
             if isinstance(kind, str) and isinstance(text, str):
                 if str_wrapped(text):
                     return None  # normalised entry by entry: the reference's job
@@ -348,8 +368,8 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
             out[0] = hash_whole(result)
             return True
         return False
-    content = (<dict>result).get("content", MISSING)
-    details = (<dict>result).get("details", MISSING)
+    content = field(<dict>result, CONTENT_KEY, MISSING)
+    details = field(<dict>result, DETAILS_KEY, MISSING)
     if content is MISSING and details is MISSING:
         out[0] = hash_whole(result)
         return True
