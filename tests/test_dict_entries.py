@@ -237,3 +237,54 @@ def test_a_large_result_dict_is_read_by_the_dict_api() -> None:
     expected = reference_records(steps)
     for twin in TWINS:
         assert guard_records(twin, steps) == expected, twin
+
+
+def wrapped(body: str) -> str:
+    nonce = "0123456789abcdef"
+    return (
+        f'<<<EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>{body}'
+        f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>'
+    )
+
+
+common_texts = st.one_of(
+    st.sampled_from(["body", "", " body", "body\n", "\tx\t", "é body", "ключ", wrapped("page")]),
+    st.text(max_size=12),
+    st.builds(Str, st.text(max_size=4)),
+)
+statuses = st.one_of(st.none(), st.sampled_from(["ok", "blocked", "failed"]), st.integers())
+common_details = st.one_of(
+    st.just(None),  # left out
+    st.fixed_dictionaries({"lines": st.integers(0, 300), "truncated": st.booleans()}),
+    st.fixed_dictionaries({"status": statuses}),
+    st.builds(lambda s: {"".join(["sta", "tus"]): s}, st.sampled_from(["ok", "blocked"])),
+    st.builds(lambda v: {1: v}, st.text(max_size=3)),
+    st.sampled_from(["plain", 3, [1], (2,)]),
+)
+
+
+@given(
+    text=common_texts,
+    kind=st.one_of(st.just("text"), st.just(Str("text")), st.none(), st.integers()),
+    details=common_details,
+    as_tuple=st.booleans(),
+    entries=st.integers(1, 2),
+)
+def test_the_common_result_and_its_neighbours_are_the_reference(
+    text: str, kind: Any, details: Any, as_tuple: bool, entries: int
+) -> None:
+    entry = {"type": kind, "text": text}
+    content: Any = [entry] * entries
+    result: dict[str, Any] = {"content": tuple(content) if as_tuple else content}
+    if details is not None:
+        result["details"] = details
+    steps = [({"path": "/a"}, result)]
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+    if COMPILED:
+        from loopcore import _outcome_c
+
+        assert _outcome_c.outcome_of("read", {}, result=result) == _outcome_py.outcome_of(
+            "read", {}, result=result
+        )

@@ -75,67 +75,31 @@ cdef inline object field(dict d, str key, object default):
     return d.get(key, default)
 
 
-cdef extern from *:
-    """
-    /* A dict's version tag (PEP 509): every change to a dict gives it a new
-       value, unique among all dicts, so an unchanged tag means unchanged
-       entries. Read where CPython still bumps it on every change (3.11 to
-       3.13, GIL builds); 0 elsewhere, where the entries are compared. */
-    #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
-    #define LOOPCORE_DICT_VERSIONS 1
-    #if defined(__GNUC__)
-    #pragma GCC diagnostic push
-    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    #endif
-    static inline uint64_t loopcore_dict_version(PyObject *d) {
-        return ((PyDictObject *)d)->ma_version_tag;
-    }
-    #if defined(__GNUC__)
-    #pragma GCC diagnostic pop
-    #endif
-    #else
-    #define LOOPCORE_DICT_VERSIONS 0
-    static inline uint64_t loopcore_dict_version(PyObject *d) {
-        (void)d;
-        return 0;
-    }
-    #endif
-    /* The entries of a dict of at most ``cap`` entries whose keys are all
-       exact str, borrowed into ``out`` (key, value, key, value, ...): their
-       number, with the index of the entry whose key is "status" in ``*status``
-       (-1: none). -1 for any other dict, and without version tags: dict.get
-       answers then. Runs no Python code. */
-    static Py_ssize_t lc_details_items(PyObject *d, PyObject **out, Py_ssize_t cap,
-                                       PyObject *status_key, Py_ssize_t *status) {
-        *status = -1;
-    #if LOOPCORE_DICT_VERSIONS
-        Py_ssize_t i, n = lc_dict_entries(d, out, cap);
-        for (i = 0; i < n; i++) {
-            PyObject *k = out[2 * i];
-            if (!PyUnicode_CheckExact(k))
-                return -1;
-            if (k == status_key) {
-                *status = i;
-            } else if (PyUnicode_IS_COMPACT_ASCII(k)) {
-                if (PyUnicode_GET_LENGTH(k) == 6 && memcmp(PyUnicode_DATA(k), "status", 6) == 0)
-                    *status = i;
-            } else if (!PyUnicode_IS_COMPACT(k)) {
-                return -1; /* a legacy str: dict.get compares it */
-            }
-            /* (A compact str that is not ASCII never equals "status".) */
-        }
-        return n;
-    #else
-        (void)d; (void)out; (void)cap; (void)status_key;
-        return -1;
-    #endif
-    }
-    """
+cdef extern from "_outcome_common.h":
     const bint DICT_VERSIONS "LOOPCORE_DICT_VERSIONS"
     uint64_t dict_version "loopcore_dict_version" (PyObject *d) noexcept
     Py_ssize_t details_items "lc_details_items" (
         PyObject *d, PyObject **out, Py_ssize_t cap, PyObject *status_key, Py_ssize_t *status
     ) noexcept
+    enum:
+        LC_KEY_CONTENT
+        LC_KEY_DETAILS
+        LC_KEY_TYPE
+        LC_KEY_TEXT
+        LC_KEY_STATUS
+        LC_KEYS
+    bint common_result "lc_common_result" (
+        PyObject *result, PyObject **keys, PyObject **details, PyObject **items,
+        Py_ssize_t cap, Py_ssize_t *n_items, PyObject **text
+    ) noexcept
+
+
+cdef PyObject *COMMON_KEYS[LC_KEYS]
+COMMON_KEYS[LC_KEY_CONTENT] = <PyObject *>CONTENT_KEY
+COMMON_KEYS[LC_KEY_DETAILS] = <PyObject *>DETAILS_KEY
+COMMON_KEYS[LC_KEY_TYPE] = <PyObject *>TYPE_KEY
+COMMON_KEYS[LC_KEY_TEXT] = <PyObject *>TEXT_KEY
+COMMON_KEYS[LC_KEY_STATUS] = <PyObject *>STATUS_KEY
 
 
 cdef extern from "Python.h":
@@ -368,15 +332,30 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
             out[0] = hash_whole(result)
             return True
         return False
+    # Most details dicts are walked once: for "status", then for the hash.
+    cdef PyObject *items[2 * DETAILS_HELD]
+    cdef Py_ssize_t n_items = -1, at_status
+    cdef uint64_t version = 0
+    # The common result first, read in C; the general path for every other.
+    cdef PyObject *common_details
+    cdef PyObject *common_text
+    if common_result(
+        <PyObject *>result, COMMON_KEYS, &common_details, items, DETAILS_HELD, &n_items,
+        &common_text,
+    ):
+        text = <object>common_text
+        if not str_wrapped(text):  # else: the general path, which hands it back
+            details = EMPTY_DETAILS if common_details == NULL else <object>common_details
+            out[0] = hash_generic(
+                details, text, items, n_items, dict_version(<PyObject *>details)
+            )
+            return True
+        n_items = -1
     content = field(<dict>result, CONTENT_KEY, MISSING)
     details = field(<dict>result, DETAILS_KEY, MISSING)
     if content is MISSING and details is MISSING:
         out[0] = hash_whole(result)
         return True
-    # Most details dicts are walked once: for "status" here, for the hash below.
-    cdef PyObject *items[2 * DETAILS_HELD]
-    cdef Py_ssize_t n_items = -1, at_status
-    cdef uint64_t version = 0
     if type(details) is dict:
         n_items = details_items(
             <PyObject *>details, items, DETAILS_HELD, <PyObject *>STATUS_KEY, &at_status
