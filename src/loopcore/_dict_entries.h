@@ -109,8 +109,8 @@ static inline Py_ssize_t lc_dict_entries(PyObject *d, PyObject **out, Py_ssize_t
     return i;
 }
 
-/* Where the value of str key ``key`` (an exact, compact ASCII str) is found in
-   dict d without dict.get: 1 (*found borrowed), 0 (no such key), or -1 when
+/* Where the value of str key ``key`` (an interned, compact ASCII str whose hash
+   is known) is found in dict d without dict.get: 1 (*found borrowed), 0 (no such key), or -1 when
    dict.get must answer (a table not read here, a large dict, a key it would
    compare the slow way). A table of str keys holds exact strs only (CPython
    moves any other key to a general table), so an entry equals ``key`` when its
@@ -122,7 +122,8 @@ static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
     const lc_str_entry *entry;
     const char *text = (const char *)PyUnicode_DATA(key);
     Py_ssize_t e, n, len = PyUnicode_GET_LENGTH(key);
-    if (!lc_dict_table_ok || ((PyDictObject *)d)->ma_values != NULL)
+    Py_hash_t hash = ((PyASCIIObject *)key)->hash;
+    if (!lc_dict_table_ok || ((PyDictObject *)d)->ma_values != NULL || hash == -1)
         return -1;
     keys = (const lc_dict_keys *)(void *)((PyDictObject *)d)->ma_keys;
     n = keys->dk_nentries;
@@ -140,7 +141,10 @@ static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
         }
         if (!PyUnicode_IS_COMPACT(k))
             return -1;
-        /* A compact str that is not ASCII never equals an ASCII one. */
+        /* Another interned str, or one whose hash differs, is other text; a
+           compact str that is not ASCII never equals an ASCII one. */
+        if (PyUnicode_CHECK_INTERNED(k) || ((PyASCIIObject *)k)->hash != hash)
+            continue;
         if (PyUnicode_IS_ASCII(k) && PyUnicode_GET_LENGTH(k) == len
             && memcmp(PyUnicode_DATA(k), text, (size_t)len) == 0) {
             *found = entry[e].value;
