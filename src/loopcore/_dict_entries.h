@@ -115,6 +115,9 @@ static inline Py_ssize_t lc_dict_entries(PyObject *d, PyObject **out, Py_ssize_t
    compare the slow way). A table of str keys holds exact strs only (CPython
    moves any other key to a general table), so an entry equals ``key`` when its
    text does; no Python code runs. */
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* a few compares, at each of its callers */
+#endif
 static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
 {
 #ifdef LC_DICT_TABLE

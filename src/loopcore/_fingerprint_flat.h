@@ -29,6 +29,10 @@
 /* Longest str value covered: far below the streaming threshold. */
 #define LC_FLAT_STR_MAX 4096
 
+/* The text of a compact ASCII str (checked before): right after its header,
+   without PyUnicode_DATA's tests of the str's kind and layout. */
+#define LC_FLAT_ASCII_DATA(s) ((const void *)(((PyASCIIObject *)(s)) + 1))
+
 /* Defined with the scalar writers (_fingerprint_scalars.pxi), which the
    module's C comes before or after this header in: declared here. */
 static int lc_has_wrap_start(PyObject *s);
@@ -186,7 +190,7 @@ static inline Py_ssize_t lc_flat_value_write(PyObject *v, Py_ssize_t min_wrapped
             return -1;
         out[0] = 's';
         lc_flat_u64(out + 1, (uint64_t)n);
-        lc_flat_copy(out + 9, PyUnicode_DATA(v), (size_t)n);
+        lc_flat_copy(out + 9, LC_FLAT_ASCII_DATA(v), (size_t)n);
         return 9 + n;
     }
     if (t == &PyLong_Type) {
@@ -316,7 +320,7 @@ static Py_ssize_t lc_flat_dict(PyObject *const *items, Py_ssize_t n, Py_ssize_t 
                 break;
             out[at] = 's';
             lc_flat_u64(out + at + 1, (uint64_t)len);
-            lc_flat_copy(out + at + 9, PyUnicode_DATA(key), (size_t)len);
+            lc_flat_copy(out + at + 9, LC_FLAT_ASCII_DATA(key), (size_t)len);
             at += 9 + len;
             size = lc_flat_value_write(items[2 * order[i] + 1], min_wrapped, out + at, room - at);
             if (size == 0)
