@@ -131,9 +131,14 @@ static int lc_common_result(PyObject *result, PyObject *const *keys, PyObject **
         || !PyUnicode_IS_COMPACT(*text))
         return 0;
     n = PyUnicode_GET_LENGTH(*text);
-    if (n > 0 && (Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(*text, 0))
-                  || Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(*text, n - 1))))
-        return 0;
+    if (n > 0) {
+        /* Read in place (PyUnicode_READ_CHAR is a call where it is not inlined). */
+        int width = PyUnicode_KIND(*text);
+        const void *data = PyUnicode_DATA(*text);
+        if (Py_UNICODE_ISSPACE(PyUnicode_READ(width, data, 0))
+            || Py_UNICODE_ISSPACE(PyUnicode_READ(width, data, n - 1)))
+            return 0;
+    }
     return 1;
 }
 
