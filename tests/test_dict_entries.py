@@ -257,6 +257,10 @@ common_details = st.one_of(
     st.just(None),  # left out
     st.fixed_dictionaries({"lines": st.integers(0, 300), "truncated": st.booleans()}),
     st.fixed_dictionaries({"status": statuses}),
+    # Values the one-pass writer declines: a wrapper (normalised), a wide int.
+    st.fixed_dictionaries(
+        {"note": st.sampled_from([wrapped("x"), "plain"]), "count": st.sampled_from([2**70, 1])}
+    ),
     st.builds(lambda s: {"".join(["sta", "tus"]): s}, st.sampled_from(["ok", "blocked"])),
     st.builds(lambda v: {1: v}, st.text(max_size=3)),
     st.sampled_from(["plain", 3, [1], (2,)]),

@@ -1,6 +1,8 @@
 /* What are the bytes of a small flat dict of ASCII keys and plain scalars, in one pass?
  *
- * Included by _fingerprint_c.pyx (through _fingerprint_order.pxi). A typical
+ * Included by _fingerprint_c.pyx (through _fingerprint_order.pxi) and by
+ * _percall_c.pyx (a memo's args and a common result's details, written there
+ * without a call into the fingerprint module; its own kept key sets). A typical
  * tool call's args and a result's details are such dicts: a few compact-ASCII
  * str keys mapped to short ASCII strs, one-digit ints, floats, None or bools.
  * lc_flat_dict checks every entry, orders the keys and writes the whole
@@ -24,6 +26,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "_wrap_start.h"
+
 /* Entries covered (the general writer's insertion-sort bound). */
 #define LC_FLAT_MAX 16
 /* Longest str value covered: far below the streaming threshold. */
@@ -33,9 +37,6 @@
    without PyUnicode_DATA's tests of the str's kind and layout. */
 #define LC_FLAT_ASCII_DATA(s) ((const void *)(((PyASCIIObject *)(s)) + 1))
 
-/* Defined with the scalar writers (_fingerprint_scalars.pxi), which the
-   module's C comes before or after this header in: declared here. */
-static int lc_has_wrap_start(PyObject *s);
 
 static inline void lc_flat_u64(unsigned char *p, uint64_t v)
 {

@@ -36,6 +36,7 @@ from ._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
 from ._outcome_py import RESULT_DOMAIN as _RESULT_DOMAIN
 from ._outcome_py import UNSET as _UNSET
 from ._outcome_py import hash_call as _py_hash_call
+from ._nonce import MIN_WRAPPED as _MIN_WRAPPED
 
 cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
 # The "no value given" marker, held in C: each test is one pointer compare, not
@@ -52,6 +53,21 @@ cdef str TEXT_KEY = sys.intern("text")
 cdef dict EMPTY_DETAILS = {}
 # A key absent from a result dict (UNSET itself could be a value there).
 cdef object MISSING = object()
+
+
+cdef extern from "_fingerprint_flat.h":
+    # The one-pass flat dict writer and the wrapper test, compiled in here as
+    # well: the common result's details and text need no call into the
+    # fingerprint module (whose C API covers every other case).
+    Py_ssize_t flat_dict "lc_flat_dict" (
+        PyObject **items, Py_ssize_t n, Py_ssize_t min_wrapped, unsigned char *out,
+        Py_ssize_t room
+    ) noexcept
+    bint has_wrap_start "lc_has_wrap_start" (PyObject *s) noexcept
+
+
+# The shortest str that can hold a wrapper (SPEC §8.5).
+cdef Py_ssize_t MIN_WRAPPED = _MIN_WRAPPED
 
 
 cdef extern from "_dict_entries.h":
@@ -269,20 +285,29 @@ cdef uint64_t hash_generic(
     """
     cdef Encoder enc
     cdef bint written = False
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, wrote
     enc_start(&enc, GENERIC_PREFIX_DATA, GENERIC_PREFIX_SIZE)
     enc.nonces = 1
     try:
         if n_items >= 0 and DICT_VERSIONS and dict_version(<PyObject *>details) == version:
             # Unchanged since the status check: written from the entries it took
-            # (no second walk), held meanwhile as a nonce's normaliser may run.
-            for i in range(2 * n_items):
-                ref_take(items[i])
-            try:
-                written = enc_flat_dict(&enc, items, n_items)
-            finally:
+            # (no second walk). The one-pass writer runs no Python code; what it
+            # declines goes to the C API, the entries held meanwhile (a nonce's
+            # normaliser may run).
+            wrote = flat_dict(
+                items, n_items, MIN_WRAPPED, enc.data + enc.size, enc.capacity - enc.size
+            )
+            if wrote > 0:
+                enc.size += wrote
+                written = True
+            else:
                 for i in range(2 * n_items):
-                    ref_drop(items[i])
+                    ref_take(items[i])
+                try:
+                    written = enc_flat_dict(&enc, items, n_items)
+                finally:
+                    for i in range(2 * n_items):
+                        ref_drop(items[i])
         if not written:
             enc_value(&enc, details)
         # No entry held a wrapper marker, and a join cannot make one: the text
@@ -344,7 +369,9 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
         &common_text,
     ):
         text = <object>common_text
-        if not str_wrapped(text):  # else: the general path, which hands it back
+        # str_wrapped of an exact, ready str; a wrapper: the general path, which
+        # hands it back.
+        if PyUnicode_GET_LENGTH(text) < MIN_WRAPPED or not has_wrap_start(common_text):
             details = EMPTY_DETAILS if common_details == NULL else <object>common_details
             out[0] = hash_generic(
                 details, text, items, n_items, dict_version(<PyObject *>details)

@@ -127,10 +127,15 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
     ):
         return 0
     cdef Encoder enc
+    cdef Py_ssize_t wrote
     enc_start(&enc, CALL_PREFIX_DATA, CALL_PREFIX_SIZE)
     try:
         enc_str(&enc, <str>tool_name)
-        if not enc_flat_dict(&enc, memo.items, memo.size):
+        # The one-pass writer compiled in here; the C API for what it declines.
+        wrote = flat_dict(memo.items, memo.size, -1, enc.data + enc.size, enc.capacity - enc.size)
+        if wrote > 0:
+            enc.size += wrote
+        elif not enc_flat_dict(&enc, memo.items, memo.size):
             return 0
         out[0] = enc_digest(&enc)
         return 1
