@@ -64,6 +64,11 @@ cdef extern from "_fingerprint_flat.h":
         Py_ssize_t room
     ) noexcept
     bint has_wrap_start "lc_has_wrap_start" (PyObject *s) noexcept
+    # A covered scalar's bytes (a compact ASCII str's: its tag, length, text),
+    # 0 when not covered, -1 when more than ``avail``.
+    Py_ssize_t flat_value "lc_flat_value_write" (
+        PyObject *v, Py_ssize_t min_wrapped, unsigned char *out, Py_ssize_t avail
+    ) noexcept
 
 
 # The shortest str that can hold a wrapper (SPEC §8.5).
@@ -311,9 +316,13 @@ cdef uint64_t hash_generic(
         if not written:
             enc_value(&enc, details)
         # No entry held a wrapper marker, and a join cannot make one: the text
-        # is written as it is.
+        # is written as it is (in place when it is covered and fits).
         enc.nonces = 0
-        enc_str(&enc, <str>text)
+        wrote = flat_value(<PyObject *>text, -1, enc.data + enc.size, enc.capacity - enc.size)
+        if wrote > 0:
+            enc.size += wrote
+        else:
+            enc_str(&enc, <str>text)
         return enc_digest(&enc)
     finally:
         enc_free(&enc)

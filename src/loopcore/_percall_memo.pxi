@@ -130,8 +130,12 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
     cdef Py_ssize_t wrote
     enc_start(&enc, CALL_PREFIX_DATA, CALL_PREFIX_SIZE)
     try:
-        enc_str(&enc, <str>tool_name)
-        # The one-pass writer compiled in here; the C API for what it declines.
+        # The one-pass writers compiled in here; the C API for what they decline.
+        wrote = flat_value(<PyObject *>tool_name, -1, enc.data + enc.size, enc.capacity - enc.size)
+        if wrote > 0:
+            enc.size += wrote
+        else:
+            enc_str(&enc, <str>tool_name)
         wrote = flat_dict(memo.items, memo.size, -1, enc.data + enc.size, enc.capacity - enc.size)
         if wrote > 0:
             enc.size += wrote
