@@ -71,6 +71,24 @@ cdef extern from "_fingerprint_flat.h":
     ) noexcept
 
 
+cdef extern from "_xxh3.h":
+    uint64_t loopcore_xxh3_64(const void *data, size_t len) noexcept nogil
+
+
+cdef inline uint64_t enc_hash(Encoder *enc) noexcept:
+    """``enc_digest`` without a call into the fingerprint module when no
+    payload was hashed in place (the encoding is all in ``enc.data``)."""
+    if enc.hashed == 0:
+        return loopcore_xxh3_64(enc.data, <size_t>enc.size)
+    return enc_digest(enc)
+
+
+cdef inline void enc_release(Encoder *enc) noexcept:
+    """``enc_free`` when the encoder left its inline buffer (else nothing to free)."""
+    if enc.data != enc.inline:
+        enc_free(enc)
+
+
 # The shortest str that can hold a wrapper (SPEC §8.5).
 cdef Py_ssize_t MIN_WRAPPED = _MIN_WRAPPED
 
@@ -156,9 +174,9 @@ cdef inline uint64_t call_hash(object tool_name, object args) except? 0:
         enc_list_header(&enc, 2)
         enc_value(&enc, tool_name)
         enc_value(&enc, args)
-        return enc_digest(&enc)
+        return enc_hash(&enc)
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 cdef inline bint is_plain_leaf(object value):
@@ -223,9 +241,9 @@ cdef uint64_t hash_whole(object value) except? 0:
     try:
         enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
         enc_value(&enc, value)
-        return enc_digest(&enc)
+        return enc_hash(&enc)
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 cdef bytes generic_prefix():
@@ -323,9 +341,9 @@ cdef uint64_t hash_generic(
             enc.size += wrote
         else:
             enc_str(&enc, <str>text)
-        return enc_digest(&enc)
+        return enc_hash(&enc)
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 cdef extern from *:

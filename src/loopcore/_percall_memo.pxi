@@ -141,10 +141,10 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
             enc.size += wrote
         elif not enc_flat_dict(&enc, memo.items, memo.size):
             return 0
-        out[0] = enc_digest(&enc)
+        out[0] = enc_hash(&enc)
         return 1
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 # memo_call_hash and call_hash as C sees them: a failure is left to the caller

@@ -30,10 +30,6 @@ cdef extern from *:
     int raise_pending "lc_raise_pending" () except -1
 
 
-cdef extern from "_xxh3.h":
-    uint64_t loopcore_xxh3_64(const void *data, size_t len) noexcept nogil
-
-
 cdef enum:
     # Room for what a verdict depends on: the scan, the call hash, one flag.
     SCAN_KEY_ROOM = 256
