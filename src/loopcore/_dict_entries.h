@@ -109,10 +109,10 @@ static inline Py_ssize_t lc_dict_entries(PyObject *d, PyObject **out, Py_ssize_t
     return i;
 }
 
-/* Where the value of str key ``key`` (an interned, compact ASCII str whose hash
-   is known) is found in dict d without dict.get: 1 (*found borrowed), 0 (no such key), or -1 when
-   dict.get must answer (a table not read here, a large dict, a key it would
-   compare the slow way). A table of str keys holds exact strs only (CPython
+/* Where the value of str key ``key`` (a compact ASCII str whose hash is
+   cached, as an interned one's is) is found in dict d without dict.get: 1
+   (*found borrowed), 0 (no such key), or -1 when dict.get must answer (a
+   table not read here, a large dict, a key it would compare the slow way). A table of str keys holds exact strs only (CPython
    moves any other key to a general table), so an entry equals ``key`` when its
    text does; no Python code runs. */
 #if defined(__GNUC__)
@@ -144,9 +144,9 @@ static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
         }
         if (!PyUnicode_IS_COMPACT(k))
             return -1;
-        /* Another interned str, or one whose hash differs, is other text; a
+        /* A key in a dict has its hash cached: another hash is other text. A
            compact str that is not ASCII never equals an ASCII one. */
-        if (PyUnicode_CHECK_INTERNED(k) || ((PyASCIIObject *)k)->hash != hash)
+        if (((PyASCIIObject *)k)->hash != hash)
             continue;
         if (PyUnicode_IS_ASCII(k) && PyUnicode_GET_LENGTH(k) == len
             && memcmp(PyUnicode_DATA(k), text, (size_t)len) == 0) {
