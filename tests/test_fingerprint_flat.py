@@ -129,3 +129,19 @@ def test_key_sets_met_again_in_turn_and_in_another_order() -> None:
     # Keys made afresh each time (not the kept objects) with the same text.
     for _ in range(3):
         assert_same({"".join(["pa", "th"]): 1, "".join(["off", "set"]): 2})
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [None, 5, 2**40, "é", WRAPPED, 1.5, 2.0**70],
+    ids=["none", "int", "wide-int", "non-ascii", "wrapped", "float", "big-float"],
+)
+def test_kept_keys_whose_values_outgrow_the_room_or_are_declined(tail: Any) -> None:
+    # Keys met before are written in a single pass with their values: a value
+    # past the room left, or one the writer declines after others were written,
+    # must still come out as the reference's bytes.
+    keys = ["alpha", "beta", "gamma"]
+    for size in (0, 10, 200, 500, 4000, 5000):
+        assert_same({keys[0]: "x" * size, keys[1]: tail, keys[2]: 1})
+        assert_same({keys[0]: 1, keys[1]: "y" * size, keys[2]: tail})
+        assert_same([{keys[0]: "z" * size, keys[1]: 0, keys[2]: tail}] * 3)

@@ -1,18 +1,21 @@
 /* What are the bytes of a small flat dict of ASCII keys and plain scalars, in one pass?
  *
- * Included by _fingerprint_c.pyx (through _fingerprint_order.pxi). A typical
+ * Included by _fingerprint_c.pyx (through _fingerprint_order.pxi) and by
+ * _percall_c.pyx (a memo's args and a common result's details, written there
+ * without a call into the fingerprint module; its own kept key sets). A typical
  * tool call's args and a result's details are such dicts: a few compact-ASCII
  * str keys mapped to short ASCII strs, one-digit ints, floats, None or bools.
  * lc_flat_dict checks every entry, orders the keys and writes the whole
  * encoding (SPEC 2: 'd', the count, then key and value of each entry in byte
  * order) with one room check, where the general writer checks the kind of
- * each value twice and the room before each piece.
+ * each value twice and the room before each piece; keys whose order it kept
+ * are written with each value in a single pass.
  *
  * It writes only what the general writer would, byte for byte, and declines
- * (returns 0, nothing written) whatever it does not cover: other keys, non-ASCII
- * or long str values, ints wider than one digit, integral floats beyond int64,
- * and in nonces mode a str that may hold a wrapper (the reference normalises
- * those). The caller then takes the general writer. Nothing here runs Python
+ * (returns 0; whatever it put in the output is not output) what it does not
+ * cover: other keys, non-ASCII or long str values, ints wider than one digit,
+ * integral floats beyond int64, and in nonces mode a str that may hold a
+ * wrapper (the reference normalises those). The caller then takes the general writer. Nothing here runs Python
  * code: the items are borrowed references the caller keeps alive. The interned
  * key sets met last are kept with their order (lc_flat_shape_keep), so the
  * same keys again are neither checked nor sorted again.
@@ -23,14 +26,17 @@
 #include <math.h>
 #include <string.h>
 
+#include "_wrap_start.h"
+
 /* Entries covered (the general writer's insertion-sort bound). */
 #define LC_FLAT_MAX 16
 /* Longest str value covered: far below the streaming threshold. */
 #define LC_FLAT_STR_MAX 4096
 
-/* Defined with the scalar writers (_fingerprint_scalars.pxi), which the
-   module's C comes before or after this header in: declared here. */
-static int lc_has_wrap_start(PyObject *s);
+/* The text of a compact ASCII str (checked before): right after its header,
+   without PyUnicode_DATA's tests of the str's kind and layout. */
+#define LC_FLAT_ASCII_DATA(s) ((const void *)(((PyASCIIObject *)(s)) + 1))
+
 
 static inline void lc_flat_u64(unsigned char *p, uint64_t v)
 {
@@ -166,6 +172,56 @@ static inline Py_ssize_t lc_flat_value_put(PyObject *v, unsigned char *out)
     return 1;
 }
 
+/* lc_flat_value_size and lc_flat_value_put in one dispatch: the bytes written
+   (at most avail), 0 when v is not covered, -1 when avail is too small. */
+static inline Py_ssize_t lc_flat_value_write(PyObject *v, Py_ssize_t min_wrapped,
+                                             unsigned char *out, Py_ssize_t avail)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        Py_ssize_t n;
+        if (!PyUnicode_IS_COMPACT_ASCII(v))
+            return 0;
+        n = PyUnicode_GET_LENGTH(v);
+        if (n > LC_FLAT_STR_MAX)
+            return 0;
+        if (min_wrapped >= 0 && n >= min_wrapped && lc_has_wrap_start(v))
+            return 0;
+        if (avail < 9 + n)
+            return -1;
+        out[0] = 's';
+        lc_flat_u64(out + 1, (uint64_t)n);
+        lc_flat_copy(out + 9, LC_FLAT_ASCII_DATA(v), (size_t)n);
+        return 9 + n;
+    }
+    if (t == &PyLong_Type) {
+        long long x;
+#if PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject *)v))
+            return 0;
+        x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+#else
+        if (Py_SIZE(v) < -1 || Py_SIZE(v) > 1)
+            return 0;
+        x = Py_SIZE(v) ? (long long)Py_SIZE(v) * (long long)((PyLongObject *)v)->ob_digit[0] : 0;
+#endif
+        if (avail < 9)
+            return -1;
+        out[0] = 'i';
+        lc_flat_u64(out + 1, (uint64_t)(int64_t)x);
+        return 9;
+    }
+    if (t == &PyFloat_Type || v == Py_None || v == Py_True || v == Py_False) {
+        Py_ssize_t size = lc_flat_value_size(v, min_wrapped);
+        if (size == 0)
+            return 0;
+        if (avail < size)
+            return -1;
+        return lc_flat_value_put(v, out);
+    }
+    return 0;
+}
+
 /* The key sets met last (GIL builds): a dict built by the same code, call after
    call, holds the same key objects in the same order, checked and sorted the
    first time. Each kept set holds references to its keys, so a key matched by
@@ -255,8 +311,33 @@ static Py_ssize_t lc_flat_dict(PyObject *const *items, Py_ssize_t n, Py_ssize_t 
     if (n > LC_FLAT_MAX)
         return 0;
     order = n > 0 ? lc_flat_shape_find(items, n) : NULL;
+    if (order != NULL && room >= 9) {
+        /* Keys checked and ordered before: one pass checks and writes each
+           value (what is written before a value is declined is no output). */
+        for (at = 9, i = 0; i < n; i++) {
+            PyObject *key = items[2 * order[i]];
+            Py_ssize_t len = PyUnicode_GET_LENGTH(key);
+            if (room - at < 9 + len)
+                break;
+            out[at] = 's';
+            lc_flat_u64(out + at + 1, (uint64_t)len);
+            lc_flat_copy(out + at + 9, LC_FLAT_ASCII_DATA(key), (size_t)len);
+            at += 9 + len;
+            size = lc_flat_value_write(items[2 * order[i] + 1], min_wrapped, out + at, room - at);
+            if (size == 0)
+                return 0;
+            if (size < 0)
+                break;
+            at += size;
+        }
+        if (i == n) {
+            out[0] = 'd';
+            lc_flat_u64(out + 1, (uint64_t)n);
+            return at;
+        }
+        /* Out of room: the size it takes, as below. */
+    }
     if (order != NULL) {
-        /* Keys checked and ordered before: only the values are. */
         for (i = 0; i < n; i++) {
             size = lc_flat_value_size(items[2 * i + 1], min_wrapped);
             if (size == 0)

@@ -8,6 +8,14 @@ from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memcpy
 
 
+cdef extern from "_dict_entries.h":
+    int dict_entries_verify "lc_dict_entries_verify" () except -1
+
+
+# The entry tables are read (lc_dict_borrow) once they read as PyDict_Next walks.
+dict_entries_verify()
+
+
 cdef extern from *:
     """
     /* Do compact-ASCII str keys ``a`` and ``b`` encode in this order? Their
@@ -38,18 +46,7 @@ cdef extern from *:
         (void)d; (void)out; (void)cap;
         return -1;
     #else
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *k, *v;
-        if (PyDict_GET_SIZE(d) > cap)
-            return -1;
-        while (PyDict_Next(d, &pos, &k, &v)) {
-            if (i >= cap)
-                return -1;
-            out[2 * i] = k;
-            out[2 * i + 1] = v;
-            i++;
-        }
-        return i;
+        return lc_dict_entries(d, out, cap);
     #endif
     }
     """

@@ -8,6 +8,11 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 
+cdef extern from "_wrap_start.h":
+    const char *LC_WRAP_START
+    bint lc_has_wrap_start(PyObject *s) noexcept
+
+
 cdef extern from *:
     """
     /* A bytearray's bytes into ``out``, or -1 when it holds more than ``cap``:
@@ -86,42 +91,6 @@ cdef extern from *:
         return n + extra;
     }
 
-    /* Does a ready str hold the opening marker of a SPEC 8.5 wrapper? One
-       memchr pass for 1-byte storage (the common case), a plain loop else.
-       Linear: each '<' costs at most one comparison of the marker. */
-    static const char LC_WRAP_START[] = "<<<EXTERNAL_UNTRUSTED_CONTENT";
-
-    static int lc_has_wrap_start(PyObject *s) {
-        const Py_ssize_t m = (Py_ssize_t)sizeof(LC_WRAP_START) - 1;
-        Py_ssize_t n = PyUnicode_GET_LENGTH(s), i, j;
-        int kind = PyUnicode_KIND(s);
-        const void *data = PyUnicode_DATA(s);
-        if (n < m)
-            return 0;
-        if (kind == PyUnicode_1BYTE_KIND) {
-            const unsigned char *p = (const unsigned char *)data;
-            const unsigned char *last = p + (n - m);
-            while (p <= last) {
-                p = (const unsigned char *)memchr(p, '<', (size_t)(last - p) + 1);
-                if (p == NULL)
-                    return 0;
-                if (memcmp(p, LC_WRAP_START, (size_t)m) == 0)
-                    return 1;
-                p++;
-            }
-            return 0;
-        }
-        for (i = 0; i + m <= n; i++) {
-            if (PyUnicode_READ(kind, data, i) != '<')
-                continue;
-            for (j = 1; j < m; j++)
-                if (PyUnicode_READ(kind, data, i + j) != (Py_UCS4)(unsigned char)LC_WRAP_START[j])
-                    break;
-            if (j == m)
-                return 1;
-        }
-        return 0;
-    }
 
     /* A short compact-ASCII str written whole (tag, length, bytes) when it
        fits the ``room`` left in the buffer: the bytes written, else 0. Most
@@ -147,8 +116,6 @@ cdef extern from *:
     Py_ssize_t lc_utf8_len_1(const uint8_t *s, Py_ssize_t n) noexcept nogil
     Py_ssize_t lc_utf8_len_2(const uint16_t *s, Py_ssize_t n) noexcept nogil
     Py_ssize_t lc_utf8_len_4(const uint32_t *s, Py_ssize_t n) noexcept nogil
-    const char *LC_WRAP_START
-    bint lc_has_wrap_start(PyObject *s) noexcept
 
 
 cdef extern from "Python.h":

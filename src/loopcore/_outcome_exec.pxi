@@ -150,7 +150,7 @@ cdef object exec_outcome(dict details, str status, str text):
         get = details.get
         value = (EXEC_TAG, status, get("reason"), get("host"), get("command"), get("warningText"))
         return hash_whole(value), None, 0, None, False
-    return hash_generic(details, text), None, 0, None, False
+    return hash_generic(details, text, NULL, -1, 0), None, 0, None, False
 
 
 cdef object process_outcome(object args, dict details, str text):
@@ -166,7 +166,7 @@ cdef object process_outcome(object args, dict details, str text):
             return None
     elif not is_plain_leaf(args):
         return None
-    return hash_generic(details, text), None, 0, None, False
+    return hash_generic(details, text, NULL, -1, 0), None, 0, None, False
 
 
 cdef object special_result(str tool, object args, object result):
@@ -206,7 +206,7 @@ cdef object special_result(str tool, object args, object result):
             return UNCHANGED, None, 0, None, True
     elif tool == "process":
         return process_outcome(args, <dict>details, <str>text)
-    return hash_generic(details, text), None, 0, None, False
+    return hash_generic(details, text, NULL, -1, 0), None, 0, None, False
 
 
 cdef object special_outcome(object tool_name, object args, object result, object error):

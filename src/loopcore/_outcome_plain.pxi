@@ -12,6 +12,7 @@
 # is a content entry whose text may hold a wrapper: entries are normalised one by
 # one before they are joined (§12.10), which the reference does.
 
+from cpython.object cimport PyObject
 from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
@@ -19,18 +20,23 @@ from libc.string cimport memcpy
 from ._fingerprint_c cimport (
     Encoder,
     enc_digest,
+    enc_flat_dict,
     enc_free,
     enc_init,
     enc_list_header,
     enc_raw,
+    enc_str,
     enc_value,
     str_wrapped,
 )
+
+import sys
 
 from ._outcome_py import CALL_DOMAIN as _CALL_DOMAIN
 from ._outcome_py import RESULT_DOMAIN as _RESULT_DOMAIN
 from ._outcome_py import UNSET as _UNSET
 from ._outcome_py import hash_call as _py_hash_call
+from ._nonce import MIN_WRAPPED as _MIN_WRAPPED
 
 cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
 # The "no value given" marker, held in C: each test is one pointer compare, not
@@ -38,9 +44,113 @@ cdef bytes C_CALL_DOMAIN = _CALL_DOMAIN
 cdef object C_UNSET = _UNSET
 cdef bytes C_RESULT_DOMAIN = _RESULT_DOMAIN
 cdef str RESULT_TAG = "result"
+cdef str STATUS_KEY = sys.intern("status")
+# The keys a result is read by, interned (as the C look-up wants them).
+cdef str CONTENT_KEY = sys.intern("content")
+cdef str DETAILS_KEY = sys.intern("details")
+cdef str TYPE_KEY = sys.intern("type")
+cdef str TEXT_KEY = sys.intern("text")
 cdef dict EMPTY_DETAILS = {}
 # A key absent from a result dict (UNSET itself could be a value there).
 cdef object MISSING = object()
+
+
+cdef extern from "_fingerprint_flat.h":
+    # The one-pass flat dict writer and the wrapper test, compiled in here as
+    # well: the common result's details and text need no call into the
+    # fingerprint module (whose C API covers every other case).
+    Py_ssize_t flat_dict "lc_flat_dict" (
+        PyObject **items, Py_ssize_t n, Py_ssize_t min_wrapped, unsigned char *out,
+        Py_ssize_t room
+    ) noexcept
+    bint has_wrap_start "lc_has_wrap_start" (PyObject *s) noexcept
+    # A covered scalar's bytes (a compact ASCII str's: its tag, length, text),
+    # 0 when not covered, -1 when more than ``avail``.
+    Py_ssize_t flat_value "lc_flat_value_write" (
+        PyObject *v, Py_ssize_t min_wrapped, unsigned char *out, Py_ssize_t avail
+    ) noexcept
+
+
+cdef extern from "_xxh3.h":
+    uint64_t loopcore_xxh3_64(const void *data, size_t len) noexcept nogil
+
+
+cdef inline uint64_t enc_hash(Encoder *enc) noexcept:
+    """``enc_digest`` without a call into the fingerprint module when no
+    payload was hashed in place (the encoding is all in ``enc.data``)."""
+    if enc.hashed == 0:
+        return loopcore_xxh3_64(enc.data, <size_t>enc.size)
+    return enc_digest(enc)
+
+
+cdef inline void enc_release(Encoder *enc) noexcept:
+    """``enc_free`` when the encoder left its inline buffer (else nothing to free)."""
+    if enc.data != enc.inline:
+        enc_free(enc)
+
+
+# The shortest str that can hold a wrapper (SPEC §8.5).
+cdef Py_ssize_t MIN_WRAPPED = _MIN_WRAPPED
+
+
+cdef extern from "_dict_entries.h":
+    Py_ssize_t dict_entries "lc_dict_entries" (PyObject *d, PyObject **out, Py_ssize_t cap) noexcept
+    int dict_find_str "lc_dict_find_str" (PyObject *d, PyObject *key, PyObject **found) noexcept
+    int dict_entries_verify "lc_dict_entries_verify" () except -1
+
+
+dict_entries_verify()
+
+
+cdef inline object field(dict d, str key, object default):
+    """``d.get(key, default)`` for an interned ASCII ``key``, from the entry table
+    where it can be read (no hash look-up, no Python code)."""
+    cdef PyObject *found
+    cdef int where = dict_find_str(<PyObject *>d, <PyObject *>key, &found)
+    if where == 1:
+        return <object>found
+    if where == 0:
+        return default
+    return d.get(key, default)
+
+
+cdef extern from "_outcome_common.h":
+    const bint DICT_VERSIONS "LOOPCORE_DICT_VERSIONS"
+    uint64_t dict_version "loopcore_dict_version" (PyObject *d) noexcept
+    Py_ssize_t details_items "lc_details_items" (
+        PyObject *d, PyObject **out, Py_ssize_t cap, PyObject *status_key, Py_ssize_t *status
+    ) noexcept
+    enum:
+        LC_KEY_CONTENT
+        LC_KEY_DETAILS
+        LC_KEY_TYPE
+        LC_KEY_TEXT
+        LC_KEY_STATUS
+        LC_KEYS
+    bint common_result "lc_common_result" (
+        PyObject *result, PyObject **keys, PyObject **details, PyObject **items,
+        Py_ssize_t cap, Py_ssize_t *n_items, PyObject **text
+    ) noexcept
+
+
+cdef PyObject *COMMON_KEYS[LC_KEYS]
+COMMON_KEYS[LC_KEY_CONTENT] = <PyObject *>CONTENT_KEY
+COMMON_KEYS[LC_KEY_DETAILS] = <PyObject *>DETAILS_KEY
+COMMON_KEYS[LC_KEY_TYPE] = <PyObject *>TYPE_KEY
+COMMON_KEYS[LC_KEY_TEXT] = <PyObject *>TEXT_KEY
+COMMON_KEYS[LC_KEY_STATUS] = <PyObject *>STATUS_KEY
+
+
+cdef extern from "Python.h":
+    # The reference counts of borrowed pointers, taken as they are: through
+    # ``<object>`` casts Cython would add a reference of its own around each.
+    void ref_take "Py_INCREF" (PyObject *value) noexcept
+    void ref_drop "Py_DECREF" (PyObject *value) noexcept
+
+
+cdef enum:
+    # Entries of a details dict walked once for both its status and its bytes.
+    DETAILS_HELD = 16
 
 
 cdef inline bint exec_titled(object args):
@@ -64,9 +174,9 @@ cdef inline uint64_t call_hash(object tool_name, object args) except? 0:
         enc_list_header(&enc, 2)
         enc_value(&enc, tool_name)
         enc_value(&enc, args)
-        return enc_digest(&enc)
+        return enc_hash(&enc)
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 cdef inline bint is_plain_leaf(object value):
@@ -97,8 +207,8 @@ cdef object content_text(object content):
     texts = None
     for entry in content:
         if type(entry) is dict:
-            kind = (<dict>entry).get("type")
-            text = (<dict>entry).get("text")
+            kind = field(<dict>entry, TYPE_KEY, None)
+            text = field(<dict>entry, TEXT_KEY, None)
             if isinstance(kind, str) and isinstance(text, str):
                 if str_wrapped(text):
                     return None  # normalised entry by entry: the reference's job
@@ -131,9 +241,9 @@ cdef uint64_t hash_whole(object value) except? 0:
     try:
         enc_raw(&enc, <char*>C_RESULT_DOMAIN, len(C_RESULT_DOMAIN))
         enc_value(&enc, value)
-        return enc_digest(&enc)
+        return enc_hash(&enc)
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 cdef bytes generic_prefix():
@@ -188,20 +298,52 @@ cdef inline void enc_start(Encoder *enc, const char *prefix, Py_ssize_t size) no
     enc.depth = 1
 
 
-cdef uint64_t hash_generic(object details, object text) except? 0:
-    """The generic rule of SPEC §2: the hash of ("result", details, text)."""
+cdef uint64_t hash_generic(
+    object details, object text, PyObject **items, Py_ssize_t n_items, uint64_t version
+) except? 0:
+    """The generic rule of SPEC §2: the hash of ("result", details, text).
+
+    ``items``: the ``n_items`` entries of ``details`` as ``details_items`` took
+    them at the dict's ``version`` (``n_items`` -1: none taken).
+    """
     cdef Encoder enc
+    cdef bint written = False
+    cdef Py_ssize_t i, wrote
     enc_start(&enc, GENERIC_PREFIX_DATA, GENERIC_PREFIX_SIZE)
     enc.nonces = 1
     try:
-        enc_value(&enc, details)
+        if n_items >= 0 and DICT_VERSIONS and dict_version(<PyObject *>details) == version:
+            # Unchanged since the status check: written from the entries it took
+            # (no second walk). The one-pass writer runs no Python code; what it
+            # declines goes to the C API, the entries held meanwhile (a nonce's
+            # normaliser may run).
+            wrote = flat_dict(
+                items, n_items, MIN_WRAPPED, enc.data + enc.size, enc.capacity - enc.size
+            )
+            if wrote > 0:
+                enc.size += wrote
+                written = True
+            else:
+                for i in range(2 * n_items):
+                    ref_take(items[i])
+                try:
+                    written = enc_flat_dict(&enc, items, n_items)
+                finally:
+                    for i in range(2 * n_items):
+                        ref_drop(items[i])
+        if not written:
+            enc_value(&enc, details)
         # No entry held a wrapper marker, and a join cannot make one: the text
-        # is written as it is.
+        # is written as it is (in place when it is covered and fits).
         enc.nonces = 0
-        enc_value(&enc, text)
-        return enc_digest(&enc)
+        wrote = flat_value(<PyObject *>text, -1, enc.data + enc.size, enc.capacity - enc.size)
+        if wrote > 0:
+            enc.size += wrote
+        else:
+            enc_str(&enc, <str>text)
+        return enc_hash(&enc)
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 cdef extern from *:
@@ -242,13 +384,41 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
             out[0] = hash_whole(result)
             return True
         return False
-    content = (<dict>result).get("content", MISSING)
-    details = (<dict>result).get("details", MISSING)
+    # Most details dicts are walked once: for "status", then for the hash.
+    cdef PyObject *items[2 * DETAILS_HELD]
+    cdef Py_ssize_t n_items = -1, at_status
+    cdef uint64_t version = 0
+    # The common result first, read in C; the general path for every other.
+    cdef PyObject *common_details
+    cdef PyObject *common_text
+    if common_result(
+        <PyObject *>result, COMMON_KEYS, &common_details, items, DETAILS_HELD, &n_items,
+        &common_text,
+    ):
+        text = <object>common_text
+        # str_wrapped of an exact, ready str; a wrapper: the general path, which
+        # hands it back.
+        if PyUnicode_GET_LENGTH(text) < MIN_WRAPPED or not has_wrap_start(common_text):
+            details = EMPTY_DETAILS if common_details == NULL else <object>common_details
+            out[0] = hash_generic(
+                details, text, items, n_items, dict_version(<PyObject *>details)
+            )
+            return True
+        n_items = -1
+    content = field(<dict>result, CONTENT_KEY, MISSING)
+    details = field(<dict>result, DETAILS_KEY, MISSING)
     if content is MISSING and details is MISSING:
         out[0] = hash_whole(result)
         return True
     if type(details) is dict:
-        status = (<dict>details).get("status")
+        n_items = details_items(
+            <PyObject *>details, items, DETAILS_HELD, <PyObject *>STATUS_KEY, &at_status
+        )
+        if n_items >= 0:
+            version = dict_version(<PyObject *>details)
+            status = None if at_status < 0 else <object>items[2 * at_status + 1]
+        else:
+            status = (<dict>details).get("status")
         if status is not None and (type(status) is not str or status == "blocked"):
             return False
     elif details is MISSING or is_plain_leaf(details):
@@ -258,5 +428,5 @@ cdef bint plain_outcome_of(object result, object error, uint64_t *out) except -1
     text = content_text(None if content is MISSING else content)
     if text is None:
         return False
-    out[0] = hash_generic(details, text)
+    out[0] = hash_generic(details, text, items, n_items, version)
     return True

@@ -290,13 +290,7 @@ cdef class _Calls:
         cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
             tool_name == "process" or tool_name == "command_status" or tool_name == "wait"
         ) else 0
-        cdef Encoder enc
-        enc_init(&enc)
-        enc_raw(&enc, &scan, sizeof(Scan))
-        enc_raw(&enc, &args_hash, sizeof(args_hash))
-        enc_raw(&enc, &known_poll, 1)
-        digest = enc_digest(&enc)
-        enc_free(&enc)
+        digest = scan_digest(&scan, args_hash, known_poll)
         if self.generation != self.ring.generation:
             self.verdicts.clear()
             self.generation = self.ring.generation

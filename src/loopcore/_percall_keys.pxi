@@ -25,13 +25,14 @@ cdef inline object make_key(object session, object run_id):
     return _py_scope_key(session, run_id)
 
 
-cdef inline object valid_tool(object tool_name):
+# (0 or an exception: no reference returned for the caller to drop.)
+cdef inline int valid_tool(object tool_name) except -1:
     if type(tool_name) is not str:
         check_tool_name(tool_name)
-    return tool_name
+    return 0
 
 
-cdef inline object valid_call_id(object call_id):
+cdef inline int valid_call_id(object call_id) except -1:
     if call_id is not None and type(call_id) is not str:
         check_call_id(call_id)
-    return call_id
+    return 0

@@ -1,6 +1,8 @@
 # How is the hash of a flat args dict remembered from one call to the next?
 # (included by _percall_c.pyx: ``before_call`` and ``after_call`` of the same dict
-# hash it once; a memo holds owned references, so identity means the same value.)
+# hash it once; a memo holds owned references, so identity means the same value.
+# DICT_VERSIONS, dict_version, dict_entries, ref_take and ref_drop come from
+# _outcome_plain.pxi, included before.)
 
 
 from cpython.exc cimport PyErr_Fetch, PyErr_Restore
@@ -8,29 +10,6 @@ from cpython.exc cimport PyErr_Fetch, PyErr_Restore
 
 cdef extern from *:
     """
-    /* A dict's version tag (PEP 509): every change to a dict gives it a new
-       value, unique among all dicts, so an unchanged tag means unchanged
-       entries. Read where CPython still bumps it on every change (3.11 to
-       3.13, GIL builds); 0 elsewhere, where the entries are compared. */
-    #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
-    #define LOOPCORE_DICT_VERSIONS 1
-    #if defined(__GNUC__)
-    #pragma GCC diagnostic push
-    #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    #endif
-    static inline uint64_t loopcore_dict_version(PyObject *d) {
-        return ((PyDictObject *)d)->ma_version_tag;
-    }
-    #if defined(__GNUC__)
-    #pragma GCC diagnostic pop
-    #endif
-    #else
-    #define LOOPCORE_DICT_VERSIONS 0
-    static inline uint64_t loopcore_dict_version(PyObject *d) {
-        (void)d;
-        return 0;
-    }
-    #endif
     /* Is ``s``, an exact str, the ASCII text ``lit`` of length ``n``? A str
        that is not compact ASCII answers -1: the caller compares it the slow way. */
     static inline int loopcore_ascii_is(PyObject *s, const char *lit, Py_ssize_t n) {
@@ -39,16 +18,7 @@ cdef extern from *:
         return PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), lit, (size_t)n) == 0;
     }
     """
-    const bint DICT_VERSIONS "LOOPCORE_DICT_VERSIONS"
     int ascii_is "loopcore_ascii_is" (PyObject *s, const char *lit, Py_ssize_t n) noexcept
-    uint64_t dict_version "loopcore_dict_version" (PyObject *d) noexcept
-
-
-cdef extern from "Python.h":
-    # The reference counts of borrowed pointers, taken as they are: through
-    # ``<object>`` casts Cython would add a reference of its own around each.
-    void ref_take "Py_INCREF" (PyObject *value) noexcept
-    void ref_drop "Py_DECREF" (PyObject *value) noexcept
 
 
 cdef struct Memo:
@@ -65,19 +35,14 @@ cdef struct Memo:
 
 cdef bint memo_take(Memo *memo, object tool_name, dict args) noexcept:
     """Fill ``memo`` with owned references when every entry qualifies."""
-    cdef Py_ssize_t pos = 0, i = 0, n = PyDict_Size(args)
-    cdef PyObject *key
-    cdef PyObject *value
-    if n > MEMO_ENTRIES:
+    cdef Py_ssize_t i, n = dict_entries(<PyObject*>args, memo.items, MEMO_ENTRIES)
+    if n < 0:
         return False
-    while PyDict_Next(args, &pos, &key, &value):
-        if i >= 2 * n or not (is_immutable_scalar(value) and PyUnicode_CheckExact(<object>key)):
+    for i in range(n):
+        if not (is_immutable_scalar(memo.items[2 * i + 1]) and PyUnicode_CheckExact(
+            <object>memo.items[2 * i]
+        )):
             return False
-        memo.items[i] = key
-        memo.items[i + 1] = value
-        i += 2
-    if i != 2 * n:
-        return False
     for i in range(2 * n):
         ref_take(memo.items[i])
     Py_INCREF(args)
@@ -162,15 +127,24 @@ cdef int memo_call_hash(Memo *memo, object tool_name, uint64_t *out) except -1:
     ):
         return 0
     cdef Encoder enc
+    cdef Py_ssize_t wrote
     enc_start(&enc, CALL_PREFIX_DATA, CALL_PREFIX_SIZE)
     try:
-        enc_str(&enc, <str>tool_name)
-        if not enc_flat_dict(&enc, memo.items, memo.size):
+        # The one-pass writers compiled in here; the C API for what they decline.
+        wrote = flat_value(<PyObject *>tool_name, -1, enc.data + enc.size, enc.capacity - enc.size)
+        if wrote > 0:
+            enc.size += wrote
+        else:
+            enc_str(&enc, <str>tool_name)
+        wrote = flat_dict(memo.items, memo.size, -1, enc.data + enc.size, enc.capacity - enc.size)
+        if wrote > 0:
+            enc.size += wrote
+        elif not enc_flat_dict(&enc, memo.items, memo.size):
             return 0
-        out[0] = enc_digest(&enc)
+        out[0] = enc_hash(&enc)
         return 1
     finally:
-        enc_free(&enc)
+        enc_release(&enc)
 
 
 # memo_call_hash and call_hash as C sees them: a failure is left to the caller

@@ -1,4 +1,4 @@
-# How does before_call reach its scan without a try statement per call?
+# How does before_call reach its scan without a try statement per call, and how is a scan keyed?
 # (included by _percall_c.pyx after _Calls: SPEC §8.2's fail-closed block needs
 # the exception a scan raised, and a try statement saves and restores the
 # handled exception on every call, failed or not.)
@@ -28,3 +28,22 @@ cdef extern from *:
     }
     """
     int raise_pending "lc_raise_pending" () except -1
+
+
+cdef enum:
+    # Room for what a verdict depends on: the scan, the call hash, one flag.
+    SCAN_KEY_ROOM = 256
+
+
+if sizeof(Scan) + sizeof(uint64_t) + 1 > SCAN_KEY_ROOM:
+    raise ImportError("loopcore: a scan is larger than its key's buffer")
+
+
+cdef inline uint64_t scan_digest(Scan *scan, uint64_t args_hash, uint8_t known_poll) noexcept:
+    """The verdict cache's key: xxh3 of the scan's bytes, the call hash and the
+    known-poll flag in one stack buffer (the bytes an encoder fed them holds)."""
+    cdef unsigned char data[SCAN_KEY_ROOM]
+    memcpy(data, scan, sizeof(Scan))
+    memcpy(data + sizeof(Scan), &args_hash, sizeof(uint64_t))
+    data[sizeof(Scan) + sizeof(uint64_t)] = known_poll
+    return loopcore_xxh3_64(data, sizeof(Scan) + sizeof(uint64_t) + 1)
