@@ -89,29 +89,53 @@ static inline int lc_flat_before(PyObject *a, PyObject *b)
     return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), la) < 0;
 }
 
-/* The bytes one covered value takes (its tag included), or 0 when not covered.
+/* The length of a str the writer covers (compact ASCII, at most LC_FLAT_STR_MAX
+   characters, and in nonces mode no wrapper's opening marker), or -1.
    min_wrapped < 0: no nonces mode, str values are written as they are. */
+static inline Py_ssize_t lc_flat_str_len(PyObject *v, Py_ssize_t min_wrapped)
+{
+    Py_ssize_t n;
+    if (!PyUnicode_IS_COMPACT_ASCII(v))
+        return -1;
+    n = PyUnicode_GET_LENGTH(v);
+    if (n > LC_FLAT_STR_MAX)
+        return -1;
+    if (min_wrapped >= 0 && n >= min_wrapped && lc_has_wrap_start(v))
+        return -1;
+    return n;
+}
+
+/* Is an exact int one the writer covers (one digit at most, or 3.12's compact
+   form)? */
+static inline int lc_flat_int_covered(PyObject *v)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyUnstable_Long_IsCompact((PyLongObject *)v);
+#else
+    return Py_SIZE(v) >= -1 && Py_SIZE(v) <= 1;
+#endif
+}
+
+/* The value of an int lc_flat_int_covered said the writer covers. */
+static inline long long lc_flat_int_value(PyObject *v)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+#else
+    return Py_SIZE(v) ? (long long)Py_SIZE(v) * (long long)((PyLongObject *)v)->ob_digit[0] : 0;
+#endif
+}
+
+/* The bytes one covered value takes (its tag included), or 0 when not covered. */
 static inline Py_ssize_t lc_flat_value_size(PyObject *v, Py_ssize_t min_wrapped)
 {
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyUnicode_Type) {
-        Py_ssize_t n;
-        if (!PyUnicode_IS_COMPACT_ASCII(v))
-            return 0;
-        n = PyUnicode_GET_LENGTH(v);
-        if (n > LC_FLAT_STR_MAX)
-            return 0;
-        if (min_wrapped >= 0 && n >= min_wrapped && lc_has_wrap_start(v))
-            return 0;
-        return 9 + n;
+        Py_ssize_t n = lc_flat_str_len(v, min_wrapped);
+        return n < 0 ? 0 : 9 + n;
     }
-    if (t == &PyLong_Type) {
-#if PY_VERSION_HEX >= 0x030C0000
-        return PyUnstable_Long_IsCompact((PyLongObject *)v) ? 9 : 0;
-#else
-        return (Py_SIZE(v) >= -1 && Py_SIZE(v) <= 1) ? 9 : 0;
-#endif
-    }
+    if (t == &PyLong_Type)
+        return lc_flat_int_covered(v) ? 9 : 0;
     if (t == &PyFloat_Type) {
         double x = PyFloat_AS_DOUBLE(v);
         if (x != x || x == INFINITY || x == -INFINITY)
@@ -137,12 +161,7 @@ static inline Py_ssize_t lc_flat_value_put(PyObject *v, unsigned char *out)
         return 9 + n;
     }
     if (t == &PyLong_Type) {
-        long long x;
-#if PY_VERSION_HEX >= 0x030C0000
-        x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
-#else
-        x = Py_SIZE(v) ? (long long)Py_SIZE(v) * (long long)((PyLongObject *)v)->ob_digit[0] : 0;
-#endif
+        long long x = lc_flat_int_value(v);
         out[0] = 'i';
         lc_flat_u64(out + 1, (uint64_t)(int64_t)x);
         return 9;
@@ -179,13 +198,8 @@ static inline Py_ssize_t lc_flat_value_write(PyObject *v, Py_ssize_t min_wrapped
 {
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyUnicode_Type) {
-        Py_ssize_t n;
-        if (!PyUnicode_IS_COMPACT_ASCII(v))
-            return 0;
-        n = PyUnicode_GET_LENGTH(v);
-        if (n > LC_FLAT_STR_MAX)
-            return 0;
-        if (min_wrapped >= 0 && n >= min_wrapped && lc_has_wrap_start(v))
+        Py_ssize_t n = lc_flat_str_len(v, min_wrapped);
+        if (n < 0)
             return 0;
         if (avail < 9 + n)
             return -1;
@@ -196,15 +210,9 @@ static inline Py_ssize_t lc_flat_value_write(PyObject *v, Py_ssize_t min_wrapped
     }
     if (t == &PyLong_Type) {
         long long x;
-#if PY_VERSION_HEX >= 0x030C0000
-        if (!PyUnstable_Long_IsCompact((PyLongObject *)v))
+        if (!lc_flat_int_covered(v))
             return 0;
-        x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
-#else
-        if (Py_SIZE(v) < -1 || Py_SIZE(v) > 1)
-            return 0;
-        x = Py_SIZE(v) ? (long long)Py_SIZE(v) * (long long)((PyLongObject *)v)->ob_digit[0] : 0;
-#endif
+        x = lc_flat_int_value(v);
         if (avail < 9)
             return -1;
         out[0] = 'i';
