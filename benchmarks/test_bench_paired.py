@@ -21,14 +21,13 @@ rounds. The workloads are exactly those of the two benchmarks above.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from twins import use_twin
-from workloads import gateway_cycle, make_detector, make_guard, per_call_cycle
+from workloads import gateway_cycle, make_detector, make_guard, per_call_cycle, timed_round
 
 ROUNDS = 200
 #: Cycles per round: about the same wall time for each side of a pair.
@@ -49,15 +48,7 @@ def test_cycle_legs_in_turn(benchmark: BenchmarkFixture, group: str) -> None:
 
     def pair() -> None:
         for leg, cycle in cycles.items():
-            count = CYCLES[leg]
-            # Untimed first: the other leg's round has evicted this leg's
-            # lines from the caches, which a gateway running only it keeps.
-            for _ in range(count // 10):
-                cycle()
-            started = time.perf_counter()
-            for _ in range(count):
-                cycle()
-            seconds[leg].append((time.perf_counter() - started) / count)
+            seconds[leg].append(timed_round(cycle, CYCLES[leg], CYCLES[leg] // 10))
 
     # Timed inside the compiled leg's twin: the choosers must point at the
     # compiled twins while its cycles run (the baseline uses none of them).

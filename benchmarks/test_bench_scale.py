@@ -33,7 +33,6 @@ import random
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,7 +43,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from baseline import BaselineDetector
 from loopcore import LoopDetector
 from twins import use_twin
-from workloads import ARGS, TOOL, make_detector, per_call_cycle
+from workloads import ARGS, TOOL, make_detector, per_call_cycle, timed_round
 
 if TYPE_CHECKING:
     from conftest import Figures
@@ -101,15 +100,7 @@ def test_live_scopes_in_turn(benchmark: BenchmarkFixture) -> None:
 
     def in_turn() -> None:
         for scopes, (_, _, cycle) in legs.items():
-            # Untimed first: the leg timed before this one has evicted this
-            # one's lines (code and data) from the caches, which a gateway
-            # serving only this many scopes would have kept.
-            for _ in range(WARM_CYCLES):
-                cycle()
-            started = time.perf_counter()
-            for _ in range(CYCLES_PER_ROUND):
-                cycle()
-            seconds[scopes].append((time.perf_counter() - started) / CYCLES_PER_ROUND)
+            seconds[scopes].append(timed_round(cycle, CYCLES_PER_ROUND, WARM_CYCLES))
 
     with use_twin("compiled"):
         benchmark.pedantic(in_turn, rounds=ROUNDS, iterations=1, warmup_rounds=1)

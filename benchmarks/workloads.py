@@ -8,6 +8,7 @@ and pytest-benchmark divides by N, so every reported time is per cycle.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ __all__ = [
     "make_guard",
     "per_call_cycle",
     "read_args",
+    "timed_round",
 ]
 
 TOOL = "read"
@@ -181,3 +183,18 @@ def gateway_cycle(
         after_call(TOOL, call_args, result=result, run_id=run_id)
 
     return cycle
+
+
+def timed_round(cycle: Callable[[], None], count: int, warm: int) -> float:
+    """Seconds per cycle of ``count`` cycles, timed after ``warm`` untimed ones.
+
+    For legs timed in turn: the leg timed before has evicted this one's lines
+    (code and data) from the caches, which a gateway running only this leg
+    would have kept.
+    """
+    for _ in range(warm):
+        cycle()
+    started = time.perf_counter()
+    for _ in range(count):
+        cycle()
+    return (time.perf_counter() - started) / count
