@@ -117,15 +117,31 @@ def _spread(run: Run) -> tuple[float, str] | None:
     sequential = max(medians.values()) / min(medians.values()) if len(medians) > 1 else None
     in_turn = run.others.get("test_live_scopes_in_turn")
     if in_turn is not None and "spread" in in_turn[2]:
-        counts = ", ".join(in_turn[2].get("medians_ns", {}))
+        info = in_turn[2]
+        counts = ", ".join(info.get("medians_ns", {}))
         where = f"slowest over fastest of {counts} scopes, in turn"
+        where += _floor_note(info.get("medians_ns", {}), info.get("floor_ns", {}))
         if sequential is not None:
             where += f"; one after another {sequential:.2f}x"
-        return float(in_turn[2]["spread"]), where
+        return float(info["spread"]), where
     if sequential is None:
         return None
     counts = ", ".join(group.removeprefix("live scopes: ") for group in medians)
     return sequential, f"slowest over fastest of {counts} scopes"
+
+
+def _floor_note(medians: Mapping[str, float], floor: Mapping[str, float]) -> str:
+    """How much of the slowest count's extra cost a dict look-up by run id alone takes."""
+    if len(medians) < 2 or not set(medians) <= set(floor):
+        return ""
+    slow = max(medians, key=lambda count: medians[count])
+    fast = min(medians, key=lambda count: medians[count])
+    extra = float(medians[slow]) - float(medians[fast])
+    lookup = float(floor[slow]) - float(floor[fast])
+    return (
+        f"; {extra:.0f} ns more at {slow} than at {fast}, "
+        f"{lookup:.0f} ns of it in a dict look-up by run id alone"
+    )
 
 
 def _memory(run: Run) -> tuple[float, str] | None:

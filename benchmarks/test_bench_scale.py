@@ -14,7 +14,11 @@ builds the compiled core's legs side by side and times them round by round in
 turn (a round of each scope count, then the next round), so a load that comes
 and goes weighs on every leg alike; it prints each count's median and the
 spread of the medians, which is the figure the targets summary reads. It holds
-every count's scopes at once.
+every count's scopes at once. In the same rounds it times the floor of any
+store of scopes: the same cycle where each call only looks its run id up in a
+dict of every scope (at 100,000 scopes in a shuffled order, the run id's str
+and the dict's lines are rarely in cache either), so the spread can be read
+against what merely finding a scope costs on this machine.
 
 The pure-Python twin's legs at 100,000 scopes (timing and memory) run only
 with ``LOOPCORE_BENCH_FULL=1``: filling them takes about two minutes.
@@ -35,7 +39,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
@@ -73,10 +77,32 @@ def _filled(
     for run_id in run_ids:
         for offset in range(HISTORY):
             detector.record_call(TOOL, ARGS[offset], run_id=run_id)
-    # Round-robin in a shuffled order: a gateway's scopes are not touched in allocation order.
+    cycle = per_call_cycle(detector, run_ids=_shuffled(run_ids), start=HISTORY * scopes)
+    return detector, run_ids, cycle
+
+
+def _shuffled(run_ids: list[str]) -> list[str]:
+    """Round-robin in a shuffled order: a gateway's scopes are not touched in allocation order."""
     order = run_ids[:]
     random.Random(0).shuffle(order)
-    return detector, run_ids, per_call_cycle(detector, run_ids=order, start=HISTORY * scopes)
+    return order
+
+
+class _LookupOnly:
+    """The floor of any store of scopes: each of the cycle's three calls only looks its
+    run id up in a dict of every scope, the least a lookup by key must read."""
+
+    def __init__(self, run_ids: list[str]) -> None:
+        self.states = dict.fromkeys(run_ids, 0)
+
+    def check(self, tool_name: str, args: Any, *, run_id: str) -> int:
+        return self.states[run_id]
+
+    def record_call(self, tool_name: str, args: Any, *, run_id: str) -> int:
+        return self.states[run_id]
+
+    def record_outcome(self, tool_name: str, args: Any, *, result: Any, run_id: str) -> int:
+        return self.states[run_id]
 
 
 @pytest.mark.parametrize("scopes", SCOPE_COUNTS, ids=lambda n: f"scopes{n}")
@@ -96,25 +122,39 @@ def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None
 def test_live_scopes_in_turn(benchmark: BenchmarkFixture) -> None:
     with use_twin("compiled"):
         legs = {scopes: _filled("compiled", scopes) for scopes in SCOPE_COUNTS}
+    floors: dict[int, Callable[[], None]] = {}
+    for scopes, (_, run_ids, _) in legs.items():
+        floors[scopes] = per_call_cycle(_LookupOnly(run_ids), run_ids=_shuffled(run_ids))
     seconds: dict[int, list[float]] = {scopes: [] for scopes in SCOPE_COUNTS}
+    floor_seconds: dict[int, list[float]] = {scopes: [] for scopes in SCOPE_COUNTS}
 
     def in_turn() -> None:
         for scopes, (_, _, cycle) in legs.items():
             seconds[scopes].append(timed_round(cycle, CYCLES_PER_ROUND, WARM_CYCLES))
+            floor_seconds[scopes].append(timed_round(floors[scopes], CYCLES_PER_ROUND, WARM_CYCLES))
 
     with use_twin("compiled"):
         benchmark.pedantic(in_turn, rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
     medians = {scopes: statistics.median(times[1:]) for scopes, times in seconds.items()}
+    floor = {scopes: statistics.median(times[1:]) for scopes, times in floor_seconds.items()}
     spread = max(medians.values()) / min(medians.values())
     benchmark.group = "live scopes, counts in turn"
     benchmark.extra_info.update(
         per="round of every scope count",
         medians_ns={f"{scopes:,}": round(median * 1e9, 1) for scopes, median in medians.items()},
         spread=round(spread, 3),
+        # The same rounds' dict look-ups alone: what finding a scope by its run id costs.
+        floor_ns={f"{scopes:,}": round(median * 1e9, 1) for scopes, median in floor.items()},
     )
     shown = ", ".join(f"{scopes:,}: {median * 1e9:.0f} ns" for scopes, median in medians.items())
-    print(f"\nlive scopes in turn (compiled, per cycle): {shown}; spread {spread:.2f}x")
+    floors_shown = ", ".join(
+        f"{scopes:,}: {median * 1e9:.0f} ns" for scopes, median in floor.items()
+    )
+    print(
+        f"\nlive scopes in turn (compiled, per cycle): {shown}; spread {spread:.2f}x"
+        f"\nthe same rounds' dict look-ups by run id alone: {floors_shown}"
+    )
 
     for detector, run_ids, _ in legs.values():
         for run_id in (run_ids[0], run_ids[-1]):

@@ -141,6 +141,13 @@ def test_spread_in_turn_wins_over_counts_one_after_another() -> None:
         "1.40x (slowest over fastest of 1, 1,000, 100,000 scopes, in turn; "
         "one after another 3.00x): met"
     )
+    info["floor_ns"] = {"1": 300.0, "1,000": 400.0, "100,000": 600.0}
+    assert _lines(run)["cost spread across live scopes"].endswith(
+        "1.40x (slowest over fastest of 1, 1,000, 100,000 scopes, in turn; 360 ns more at "
+        "100,000 than at 1, 300 ns of it in a dict look-up by run id alone; "
+        "one after another 3.00x): met"
+    )
+    del info["floor_ns"]
     info["spread"] = 1.6
     del run.legs["live scopes: 1,000"]
     assert _lines(run)["cost spread across live scopes"].endswith(
