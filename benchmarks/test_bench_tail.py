@@ -10,7 +10,10 @@ incremental (a table grown or rehashed in one go) shows up as the slowest.
 After it, the same number of iterations of only the two clock reads and the
 append give the machine's own floor (the scheduler or the host taking the
 core): a slowest cycle near the floor's slowest gap is the machine's, not the
-guard's.
+guard's. Those iterations are short, so they are open to such a pause for a
+small part of the time the cycles were; the floor's slowest gap is therefore
+also taken over a spin of consecutive clock reads lasting as long as all the
+timed cycles together (the larger of the two is reported).
 The full-size run of the issue is ``LOOPCORE_BENCH_TAIL_SCOPES=1000000
 LOOPCORE_BENCH_TAIL_CALLS=10000000``.
 """
@@ -63,11 +66,12 @@ def test_no_single_call_pauses(benchmark: BenchmarkFixture) -> None:
     gc.collect()
     benchmark.pedantic(serve, rounds=1, iterations=1)
     floor = _machine_floor()
+    paused = _machine_pauses(sum(latencies))
     ordered = sorted(latencies)
     median = _percentile(ordered, 0.5)
     p99, p999 = _percentile(ordered, 0.99), _percentile(ordered, 0.999)
     slowest = ordered[-1]
-    floor_p999, floor_slowest = _percentile(floor, 0.999), floor[-1]
+    floor_p999, floor_slowest = _percentile(floor, 0.999), max(floor[-1], paused)
     benchmark.extra_info.update(
         per=f"{CALLS:,} cycles over {SCOPES:,} scopes", median_ns=median, p99_ns=p99,
         p999_ns=p999, max_ns=slowest, floor_p999_ns=floor_p999, floor_max_ns=floor_slowest,
@@ -79,7 +83,9 @@ def test_no_single_call_pauses(benchmark: BenchmarkFixture) -> None:
     )
     print(
         f"machine floor, {CALLS:,} iterations of the clock reads alone: "
-        f"p99.9 {floor_p999} ns, slowest gap {floor_slowest / 1e6:.2f} ms"
+        f"p99.9 {floor_p999} ns, slowest gap {floor[-1] / 1e6:.2f} ms; "
+        f"spinning as long as the timed cycles ({sum(latencies) / 1e9:.1f} s): "
+        f"slowest gap {paused / 1e6:.2f} ms"
     )
     assert len(latencies) == CALLS
 
@@ -94,3 +100,17 @@ def _machine_floor() -> list[int]:
         record(clock() - started)
     gaps.sort()
     return gaps
+
+
+def _machine_pauses(total_ns: int) -> int:
+    """The longest gap between consecutive clock reads over ``total_ns`` of reading the clock."""
+    clock = time.perf_counter_ns
+    worst = 0
+    last = clock()
+    end = last + total_ns
+    while last < end:
+        now = clock()
+        if now - last > worst:
+            worst = now - last
+        last = now
+    return worst
