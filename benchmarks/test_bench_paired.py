@@ -50,6 +50,7 @@ def test_cycle_legs_in_turn(benchmark: BenchmarkFixture, group: str) -> None:
         for leg, cycle in cycles.items():
             seconds[leg].append(timed_round(cycle, CYCLES[leg], CYCLES[leg] // 10))
 
+    benchmark.group = f"{group}, legs in turn"
     # Timed inside the compiled leg's twin: the choosers must point at the
     # compiled twins while its cycles run (the baseline uses none of them).
     with use_twin("compiled"):
@@ -57,7 +58,6 @@ def test_cycle_legs_in_turn(benchmark: BenchmarkFixture, group: str) -> None:
 
     medians = {leg: statistics.median(times[1:]) for leg, times in seconds.items()}
     ratio = medians["baseline"] / medians["compiled"]
-    benchmark.group = f"{group}, legs in turn"
     benchmark.extra_info.update(
         per="pair of rounds",
         cycle=group,

@@ -133,13 +133,13 @@ def test_live_scopes_in_turn(benchmark: BenchmarkFixture) -> None:
             seconds[scopes].append(timed_round(cycle, CYCLES_PER_ROUND, WARM_CYCLES))
             floor_seconds[scopes].append(timed_round(floors[scopes], CYCLES_PER_ROUND, WARM_CYCLES))
 
+    benchmark.group = "live scopes, counts in turn"
     with use_twin("compiled"):
         benchmark.pedantic(in_turn, rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
     medians = {scopes: statistics.median(times[1:]) for scopes, times in seconds.items()}
     floor = {scopes: statistics.median(times[1:]) for scopes, times in floor_seconds.items()}
     spread = max(medians.values()) / min(medians.values())
-    benchmark.group = "live scopes, counts in turn"
     benchmark.extra_info.update(
         per="round of every scope count",
         medians_ns={f"{scopes:,}": round(median * 1e9, 1) for scopes, median in medians.items()},
