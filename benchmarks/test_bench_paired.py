@@ -26,6 +26,7 @@ from collections.abc import Callable
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
+from conftest import EXTENSIONS_DISABLED
 from twins import use_twin
 from workloads import gateway_cycle, make_detector, make_guard, per_call_cycle, timed_round
 
@@ -38,6 +39,7 @@ WORKLOADS: dict[str, Callable[[str], Callable[[], None]]] = {
 }
 
 
+@pytest.mark.skipif(EXTENSIONS_DISABLED, reason="times the compiled core")
 @pytest.mark.parametrize("group", list(WORKLOADS))
 def test_cycle_legs_in_turn(benchmark: BenchmarkFixture, group: str) -> None:
     cycles: dict[str, Callable[[], None]] = {}

@@ -45,6 +45,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from baseline import BaselineDetector
+from conftest import EXTENSIONS_DISABLED
 from loopcore import LoopDetector
 from twins import use_twin
 from workloads import ARGS, TOOL, make_detector, per_call_cycle, timed_round
@@ -119,6 +120,7 @@ def test_live_scopes(benchmark: BenchmarkFixture, leg: str, scopes: int) -> None
         assert len(detector.history(run_id=run_id)) == HISTORY
 
 
+@pytest.mark.skipif(EXTENSIONS_DISABLED, reason="times the compiled core")
 def test_live_scopes_in_turn(benchmark: BenchmarkFixture) -> None:
     with use_twin("compiled"):
         legs = {scopes: _filled("compiled", scopes) for scopes in SCOPE_COUNTS}
