@@ -100,7 +100,8 @@ def derived_ratios(medians: dict[str, dict[str, float]]) -> Ratios:
 
 
 def _in_turn(bench: dict[str, Any]) -> dict[str, float] | None:
-    """The ratio a benchmark of legs timed in turn recorded, by its name here; else None."""
+    """The ratio in the ``extra_info`` of a benchmark whose legs were timed in turn, named as
+    the gate names it (``baseline/compiled``, or the spread as fastest/slowest); else None."""
     info = bench.get("extra_info") or {}
     if isinstance(info.get("ratio"), (int, float)) and info["ratio"] > 0:
         return {"baseline/compiled": float(info["ratio"])}
