@@ -169,8 +169,9 @@ def fill(tag, scopes=12_000):
             store.append(key, "read", j, f"call_{j:024d}")
     return store
 def settled():
-    # The thread runs at idle priority: on a busy machine it may wait for a core.
-    for _ in range(1000):
+    # The thread runs at idle priority: on a busy machine it may wait for a core,
+    # for as long as other processes keep both busy (up to a minute here).
+    for _ in range(6000):
         stats = _ring_c._slab_stats()
         if not stats["thread"] or stats["ready"] > 0:
             return stats
