@@ -134,7 +134,11 @@ static int lc_common_result(PyObject *result, PyObject *const *keys, PyObject **
     if (n > 0) {
         /* Read in place (PyUnicode_READ_CHAR is a call where it is not inlined). */
         int width = PyUnicode_KIND(*text);
-        const void *data = PyUnicode_DATA(*text);
+        /* A compact str's text follows its header (checked compact above):
+           PyUnicode_DATA's test for the legacy layout is a call where not inlined. */
+        const void *data = PyUnicode_IS_ASCII(*text)
+            ? (const void *)(((PyASCIIObject *)*text) + 1)
+            : (const void *)(((PyCompactUnicodeObject *)*text) + 1);
         if (Py_UNICODE_ISSPACE(PyUnicode_READ(width, data, 0))
             || Py_UNICODE_ISSPACE(PyUnicode_READ(width, data, n - 1)))
             return 0;
