@@ -55,6 +55,10 @@ cdef extern from *:
     #define LOOPCORE_GIL_DISABLED 0
     #endif
     /* Values whose identity fixes their encoding: nothing can change them. */
+    static inline int loopcore_same_key(PyObject *last, PyObject *session, PyObject *run_id) {
+        return last != Py_None && PyTuple_GET_ITEM(last, 0) == session
+            && PyTuple_GET_ITEM(last, 1) == run_id;
+    }
     static int loopcore_is_immutable_scalar(PyObject *v) {
         return v == Py_None || PyUnicode_CheckExact(v) || PyLong_CheckExact(v)
             || PyFloat_CheckExact(v) || PyBool_Check(v);
@@ -62,6 +66,9 @@ cdef extern from *:
     """
     # With the GIL, a section that runs no Python code needs no lock of its own.
     const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
+    # Is ``last`` (None, or a key tuple: nothing else is ever stored) the key
+    # of these very objects?
+    bint same_key "loopcore_same_key" (PyObject *last, PyObject *session, PyObject *run_id) noexcept
     bint is_immutable_scalar "loopcore_is_immutable_scalar" (PyObject *value) noexcept
 
 cdef enum:
@@ -181,12 +188,16 @@ cdef class _Calls:
         return found
 
     @cython.final
-    cdef object key_of(self, object session, object run_id):
-        cdef tuple last
-        if not GIL_DISABLED:
-            last = <tuple>self.last_key
-            if session is last[0] and run_id is last[1]:
-                return last
+    cdef inline object key_of(self, object session, object run_id):
+        # The last key inline at each caller (a caller's calls repeat their
+        # scope); a new one out of line, with its larger frame.
+        if not GIL_DISABLED and same_key(<PyObject*>self.last_key, <PyObject*>session,
+                                         <PyObject*>run_id):
+            return self.last_key
+        return self.key_new(session, run_id)
+
+    @cython.final
+    cdef object key_new(self, object session, object run_id):
         key = make_key(session, run_id)
         # Only keys whose release runs no Python code (no session finaliser).
         if not GIL_DISABLED and (<tuple>key)[0] is session and (<tuple>key)[1] is run_id and (
@@ -319,6 +330,10 @@ cdef class _Calls:
     cdef int64_t warm(self, object key) except? -1:
         """Start fetching the scope's row; its key's hash, for the scan (0 without a ring)."""
         if self.ring is not None:
+            # The key whose row the ring found last (what ``warm`` itself
+            # answers first): its row is cached, and its hash kept.
+            if not GIL_DISABLED and key is self.ring.found_key:
+                return self.ring.found_hash
             return self.ring.warm(key)
         return 0
 
