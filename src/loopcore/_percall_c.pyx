@@ -258,7 +258,8 @@ cdef class _Calls:
         )
 
     @cython.final
-    cdef bint plain(self, object tool_name, object result, object error, uint64_t *out) except -1:
+    cdef inline bint plain(self, object tool_name, object result, object error,
+                           uint64_t *out) except -1:
         if GIL_DISABLED or tool_name is not self.plain_tool:
             if tool_name in self.exclusions:
                 return False
@@ -267,60 +268,30 @@ cdef class _Calls:
         return plain_outcome(result, error, out)
 
     @cython.final
-    cdef object verdict_of(self, object key, int64_t key_hash, object tool_name, object args,
-                           uint64_t args_hash, bint append, object tool_call_id):
+    cdef inline object verdict_of(self, object key, int64_t key_hash, object tool_name,
+                                  object args, uint64_t args_hash, bint append,
+                                  object tool_call_id):
         """None for a quiet scan (appended when ``append``), else the policy's verdict.
 
         ``key_hash`` is what ``warm`` returned (unused without the compiled ring).
+        The quiet scan of the compiled ring is answered inline at each caller;
+        everything else is out of line, with its larger frame.
         """
         cdef Scan scan
         if self.ring is None:
-            if append:
-                stats = self._store.scan_append(
-                    key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
-                )
-            else:
-                stats = self._store.scan(
-                    key, tool_name, args_hash, self._alarm, self._unknown_alarm
-                )
-            if stats is None:
-                return None
-            return self._verdict(stats, tool_name, args, args_hash)
+            return store_verdict(self, key, tool_name, args, args_hash, append, tool_call_id)
         if not self.ring.scan_raw(
             key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
             tool_call_id, &scan,
         ):
             return None
-        if type(tool_name) is not str:  # its own __format__ may write the message
-            stats = self.ring.stats(&scan)
-            if stats is None:  # a name moved meanwhile (another thread): scan again
-                return self.verdict_of(
-                    key, key_hash, tool_name, args, args_hash, append, tool_call_id
-                )
-            return self._verdict(stats, tool_name, args, args_hash)
-        cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
-            tool_name == "process" or tool_name == "command_status" or tool_name == "wait"
-        ) else 0
-        digest = scan_digest(&scan, args_hash, known_poll)
-        if self.generation != self.ring.generation:
-            self.verdicts.clear()
-            self.generation = self.ring.generation
-        verdict = self.verdicts.get(digest)
-        if verdict is None:
-            stats = self.ring.stats(&scan)
-            if stats is None:  # a name moved meanwhile (another thread): scan again
-                return self.verdict_of(
-                    key, key_hash, tool_name, args, args_hash, append, tool_call_id
-                )
-            verdict = self._verdict(stats, tool_name, args, args_hash)
-            if len(self.verdicts) >= VERDICT_CACHE_SIZE:
-                self.verdicts.clear()
-            self.verdicts[digest] = verdict
-        return verdict
+        return alarmed_verdict(
+            self, &scan, key, key_hash, tool_name, args, args_hash, append, tool_call_id
+        )
 
     @cython.final
-    cdef int append(self, object key, object tool_name, uint64_t args_hash,
-                    object tool_call_id) except -1:
+    cdef inline int append(self, object key, object tool_name, uint64_t args_hash,
+                           object tool_call_id) except -1:
         if self.ring is not None:
             return self.ring.append_c(key, tool_name, args_hash, tool_call_id, 0)
         self._store.append(key, tool_name, args_hash, tool_call_id)
@@ -339,6 +310,9 @@ cdef class _Calls:
 
 
 include "_percall_views.pxi"
+
+
+include "_percall_verdicts.pxi"
 
 
 cdef class DetectorCalls(_Calls):
