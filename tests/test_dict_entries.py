@@ -316,3 +316,23 @@ def test_the_common_result_and_its_neighbours_are_the_reference(
         assert _outcome_c.outcome_of("read", {}, result=result) == _outcome_py.outcome_of(
             "read", {}, result=result
         )
+
+
+@pytest.mark.parametrize("size", [4096, 4097, 1 << 20, (1 << 20) + 65])
+def test_long_args_and_texts_hash_as_the_reference(size: int) -> None:
+    # Past the one-pass writers' bound and the streaming threshold: the
+    # encoders the per-call path starts itself write and hash them.
+    text = ("line of output\n" * (size // 15 + 1))[:size].strip() + "."
+    args = {"path": "/a", "body": "x" * size}
+    steps = [(args, {"content": [{"type": "text", "text": text}], "details": {"n": 1}})]
+    steps.append((args, {"content": [{"type": "text", "text": text}]}))
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+        with use_twin(twin):
+            guard = ToolLoopGuard(CONFIG)
+        guard.before_call("read", args, tool_call_id="c")
+        guard.after_call("read", args, tool_call_id="c", result="ok")
+        assert [r.args_hash for r in guard.detector.history()] == [
+            _outcome_py.hash_call("read", args)
+        ], twin
