@@ -47,7 +47,10 @@ static inline uint64_t loopcore_dict_version(PyObject *d) {
    number, with the index of the entry whose key is "status" in ``*status``
    (-1: none). -1 for any other dict, and without version tags: dict.get
    answers then. Runs no Python code. */
-static Py_ssize_t lc_details_items(PyObject *d, PyObject **out, Py_ssize_t cap,
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* a few compares per entry, at each of its two callers */
+#endif
+static inline Py_ssize_t lc_details_items(PyObject *d, PyObject **out, Py_ssize_t cap,
                                    PyObject *status_key, Py_ssize_t *status) {
     *status = -1;
 #if LOOPCORE_DICT_VERSIONS
