@@ -86,6 +86,9 @@ cdef object C_NOT_STUCK = NOT_STUCK
 cdef type SESSION_REF = SessionRef
 # The "active scope" default, held in C so that each call compares two pointers.
 cdef object ACTIVE = UNSCOPED
+# What an alarmed scan's verdict answers when a name it refers to moved
+# meanwhile (another thread): the scan is made again.
+cdef object RESCAN = object()
 
 # The outcome twin's C fast path, compiled in here so that it inlines.
 include "_outcome_plain.pxi"
@@ -280,14 +283,15 @@ cdef class _Calls:
         cdef Scan scan
         if self.ring is None:
             return store_verdict(self, key, tool_name, args, args_hash, append, tool_call_id)
-        if not self.ring.scan_raw(
-            key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
-            tool_call_id, &scan,
-        ):
-            return None
-        return alarmed_verdict(
-            self, &scan, key, key_hash, tool_name, args, args_hash, append, tool_call_id
-        )
+        while True:
+            if not self.ring.scan_raw(
+                key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
+                tool_call_id, &scan,
+            ):
+                return None
+            verdict = alarmed_verdict(self, &scan, tool_name, args, args_hash)
+            if verdict is not RESCAN:
+                return verdict
 
     @cython.final
     cdef inline int append(self, object key, object tool_name, uint64_t args_hash,

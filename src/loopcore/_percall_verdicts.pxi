@@ -20,16 +20,14 @@ cdef object store_verdict(
 
 
 cdef object alarmed_verdict(
-    _Calls calls, Scan *scan, object key, int64_t key_hash, object tool_name, object args,
-    uint64_t args_hash, bint append, object tool_call_id,
+    _Calls calls, Scan *scan, object tool_name, object args, uint64_t args_hash
 ):
-    """The policy's verdict on an alarmed scan of the compiled ring."""
+    """The policy's verdict on an alarmed scan of the compiled ring; ``RESCAN`` when a
+    name it refers to moved meanwhile (another thread): the caller scans again."""
     if type(tool_name) is not str:  # its own __format__ may write the message
         stats = calls.ring.stats(scan)
-        if stats is None:  # a name moved meanwhile (another thread): scan again
-            return calls.verdict_of(
-                key, key_hash, tool_name, args, args_hash, append, tool_call_id
-            )
+        if stats is None:
+            return RESCAN
         return calls._verdict(stats, tool_name, args, args_hash)
     cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
         tool_name == "process" or tool_name == "command_status" or tool_name == "wait"
@@ -41,10 +39,8 @@ cdef object alarmed_verdict(
     verdict = calls.verdicts.get(digest)
     if verdict is None:
         stats = calls.ring.stats(scan)
-        if stats is None:  # a name moved meanwhile (another thread): scan again
-            return calls.verdict_of(
-                key, key_hash, tool_name, args, args_hash, append, tool_call_id
-            )
+        if stats is None:
+            return RESCAN
         verdict = calls._verdict(stats, tool_name, args, args_hash)
         if len(calls.verdicts) >= VERDICT_CACHE_SIZE:
             calls.verdicts.clear()
