@@ -139,6 +139,30 @@ def test_a_status_key_is_found_whether_interned_or_not(status: Any, interned: bo
         assert guard_records(twin, steps) == expected, twin
 
 
+# A common result's text of each storage width, with and without a space at an
+# end (the rule strips it: the fast path must leave those to the reference).
+TEXT_FORMS = ["body", " body", "body\n", "é body", "é\xa0", "ключ", "\u3000ключ", "ключ\u2003"]
+TEXT_FORMS += ["\U0001f600 x", "x \U0001f600\u3000", "\x85é"]
+
+
+@pytest.mark.parametrize("text", TEXT_FORMS)
+@pytest.mark.parametrize("fresh_keys", [False, True])
+def test_a_common_result_text_of_any_width_hashes_as_the_reference(
+    text: str, fresh_keys: bool
+) -> None:
+    # Fresh key objects (not the interned ones) are found by their text.
+    content, kind, body = (
+        ("".join(["con", "tent"]), "".join(["ty", "pe"]), "".join(["te", "xt"]))
+        if fresh_keys
+        else ("content", "type", "text")
+    )
+    result = {content: [{kind: "text", body: text}], "details": {"lines": 1}}
+    steps = [({"path": "/a"}, result), ({"path": "/b"}, {content: [{kind: "text", body: text}]})]
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+
+
 class TypeCollider:
     """A key that meets "type" in an entry's table and changes the details meanwhile."""
 
@@ -292,3 +316,23 @@ def test_the_common_result_and_its_neighbours_are_the_reference(
         assert _outcome_c.outcome_of("read", {}, result=result) == _outcome_py.outcome_of(
             "read", {}, result=result
         )
+
+
+@pytest.mark.parametrize("size", [4096, 4097, 1 << 20, (1 << 20) + 65])
+def test_long_args_and_texts_hash_as_the_reference(size: int) -> None:
+    # Past the one-pass writers' bound and the streaming threshold: the
+    # encoders the per-call path starts itself write and hash them.
+    text = ("line of output\n" * (size // 15 + 1))[:size].strip() + "."
+    args = {"path": "/a", "body": "x" * size}
+    steps = [(args, {"content": [{"type": "text", "text": text}], "details": {"n": 1}})]
+    steps.append((args, {"content": [{"type": "text", "text": text}]}))
+    expected = reference_records(steps)
+    for twin in TWINS:
+        assert guard_records(twin, steps) == expected, twin
+        with use_twin(twin):
+            guard = ToolLoopGuard(CONFIG)
+        guard.before_call("read", args, tool_call_id="c")
+        guard.after_call("read", args, tool_call_id="c", result="ok")
+        assert [r.args_hash for r in guard.detector.history()] == [
+            _outcome_py.hash_call("read", args)
+        ], twin

@@ -123,7 +123,9 @@ static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
 #ifdef LC_DICT_TABLE
     const lc_dict_keys *keys;
     const lc_str_entry *entry;
-    const char *text = (const char *)PyUnicode_DATA(key);
+    /* The key's text is read only for an entry of the same hash that is another
+       object (rare: interned keys match by address): PyUnicode_DATA is a call
+       where it is not inlined, made for nothing on the common path. */
     Py_ssize_t e, n, len = PyUnicode_GET_LENGTH(key);
     Py_hash_t hash = ((PyASCIIObject *)key)->hash;
     if (!lc_dict_table_ok || ((PyDictObject *)d)->ma_values != NULL || hash == -1)
@@ -149,7 +151,7 @@ static inline int lc_dict_find_str(PyObject *d, PyObject *key, PyObject **found)
         if (((PyASCIIObject *)k)->hash != hash)
             continue;
         if (PyUnicode_IS_ASCII(k) && PyUnicode_GET_LENGTH(k) == len
-            && memcmp(PyUnicode_DATA(k), text, (size_t)len) == 0) {
+            && memcmp(PyUnicode_DATA(k), PyUnicode_DATA(key), (size_t)len) == 0) {
             *found = entry[e].value;
             return 1;
         }

@@ -47,7 +47,10 @@ static inline uint64_t loopcore_dict_version(PyObject *d) {
    number, with the index of the entry whose key is "status" in ``*status``
    (-1: none). -1 for any other dict, and without version tags: dict.get
    answers then. Runs no Python code. */
-static Py_ssize_t lc_details_items(PyObject *d, PyObject **out, Py_ssize_t cap,
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* a few compares per entry, at each of its two callers */
+#endif
+static inline Py_ssize_t lc_details_items(PyObject *d, PyObject **out, Py_ssize_t cap,
                                    PyObject *status_key, Py_ssize_t *status) {
     *status = -1;
 #if LOOPCORE_DICT_VERSIONS
@@ -134,7 +137,11 @@ static int lc_common_result(PyObject *result, PyObject *const *keys, PyObject **
     if (n > 0) {
         /* Read in place (PyUnicode_READ_CHAR is a call where it is not inlined). */
         int width = PyUnicode_KIND(*text);
-        const void *data = PyUnicode_DATA(*text);
+        /* A compact str's text follows its header (checked compact above):
+           PyUnicode_DATA's test for the legacy layout is a call where not inlined. */
+        const void *data = PyUnicode_IS_ASCII(*text)
+            ? (const void *)(((PyASCIIObject *)*text) + 1)
+            : (const void *)(((PyCompactUnicodeObject *)*text) + 1);
         if (Py_UNICODE_ISSPACE(PyUnicode_READ(width, data, 0))
             || Py_UNICODE_ISSPACE(PyUnicode_READ(width, data, n - 1)))
             return 0;

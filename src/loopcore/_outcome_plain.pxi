@@ -290,9 +290,20 @@ cdef Py_ssize_t CALL_PREFIX_SIZE = len(CALL_PREFIX)
 
 
 cdef inline void enc_start(Encoder *enc, const char *prefix, Py_ssize_t size) noexcept:
-    """``enc_init``, then a prefix (a list header's bytes among them: its items
-    follow one level deeper, as after ``enc_list_header``), copied in place."""
-    enc_init(enc)
+    """What ``enc_init`` sets, then a prefix (a list header's bytes among them: its
+    items follow one level deeper, as after ``enc_list_header``), copied in place.
+
+    The fields are set here, as ``enc_init`` sets them (_fingerprint_c.pyx), not
+    through the fingerprint module's C API: a call through its pointer table per
+    hash, for nine stores. ``depth`` and ``size`` are the prefix's.
+    """
+    enc.data = enc.inline
+    enc.capacity = sizeof(enc.inline)
+    enc.stream = 1
+    enc.sorting = 0
+    enc.nonces = 0
+    enc.stripes = 0
+    enc.hashed = 0
     memcpy(enc.data, prefix, <size_t>size)
     enc.size = size
     enc.depth = 1

@@ -55,6 +55,10 @@ cdef extern from *:
     #define LOOPCORE_GIL_DISABLED 0
     #endif
     /* Values whose identity fixes their encoding: nothing can change them. */
+    static inline int loopcore_same_key(PyObject *last, PyObject *session, PyObject *run_id) {
+        return last != Py_None && PyTuple_GET_ITEM(last, 0) == session
+            && PyTuple_GET_ITEM(last, 1) == run_id;
+    }
     static int loopcore_is_immutable_scalar(PyObject *v) {
         return v == Py_None || PyUnicode_CheckExact(v) || PyLong_CheckExact(v)
             || PyFloat_CheckExact(v) || PyBool_Check(v);
@@ -62,6 +66,9 @@ cdef extern from *:
     """
     # With the GIL, a section that runs no Python code needs no lock of its own.
     const bint GIL_DISABLED "LOOPCORE_GIL_DISABLED"
+    # Is ``last`` (None, or a key tuple: nothing else is ever stored) the key
+    # of these very objects?
+    bint same_key "loopcore_same_key" (PyObject *last, PyObject *session, PyObject *run_id) noexcept
     bint is_immutable_scalar "loopcore_is_immutable_scalar" (PyObject *value) noexcept
 
 cdef enum:
@@ -79,6 +86,9 @@ cdef object C_NOT_STUCK = NOT_STUCK
 cdef type SESSION_REF = SessionRef
 # The "active scope" default, held in C so that each call compares two pointers.
 cdef object ACTIVE = UNSCOPED
+# What an alarmed scan's verdict answers when a name it refers to moved
+# meanwhile (another thread): the scan is made again.
+cdef object RESCAN = object()
 
 # The outcome twin's C fast path, compiled in here so that it inlines.
 include "_outcome_plain.pxi"
@@ -181,12 +191,16 @@ cdef class _Calls:
         return found
 
     @cython.final
-    cdef object key_of(self, object session, object run_id):
-        cdef tuple last
-        if not GIL_DISABLED:
-            last = <tuple>self.last_key
-            if session is last[0] and run_id is last[1]:
-                return last
+    cdef inline object key_of(self, object session, object run_id):
+        # The last key inline at each caller (a caller's calls repeat their
+        # scope); a new one out of line, with its larger frame.
+        if not GIL_DISABLED and same_key(<PyObject*>self.last_key, <PyObject*>session,
+                                         <PyObject*>run_id):
+            return self.last_key
+        return self.key_new(session, run_id)
+
+    @cython.final
+    cdef object key_new(self, object session, object run_id):
         key = make_key(session, run_id)
         # Only keys whose release runs no Python code (no session finaliser).
         if not GIL_DISABLED and (<tuple>key)[0] is session and (<tuple>key)[1] is run_id and (
@@ -247,7 +261,8 @@ cdef class _Calls:
         )
 
     @cython.final
-    cdef bint plain(self, object tool_name, object result, object error, uint64_t *out) except -1:
+    cdef inline bint plain(self, object tool_name, object result, object error,
+                           uint64_t *out) except -1:
         if GIL_DISABLED or tool_name is not self.plain_tool:
             if tool_name in self.exclusions:
                 return False
@@ -256,60 +271,31 @@ cdef class _Calls:
         return plain_outcome(result, error, out)
 
     @cython.final
-    cdef object verdict_of(self, object key, int64_t key_hash, object tool_name, object args,
-                           uint64_t args_hash, bint append, object tool_call_id):
+    cdef inline object verdict_of(self, object key, int64_t key_hash, object tool_name,
+                                  object args, uint64_t args_hash, bint append,
+                                  object tool_call_id):
         """None for a quiet scan (appended when ``append``), else the policy's verdict.
 
         ``key_hash`` is what ``warm`` returned (unused without the compiled ring).
+        The quiet scan of the compiled ring is answered inline at each caller;
+        everything else is out of line, with its larger frame.
         """
         cdef Scan scan
         if self.ring is None:
-            if append:
-                stats = self._store.scan_append(
-                    key, tool_name, args_hash, tool_call_id, self._alarm, self._unknown_alarm
-                )
-            else:
-                stats = self._store.scan(
-                    key, tool_name, args_hash, self._alarm, self._unknown_alarm
-                )
-            if stats is None:
+            return store_verdict(self, key, tool_name, args, args_hash, append, tool_call_id)
+        while True:
+            if not self.ring.scan_raw(
+                key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
+                tool_call_id, &scan,
+            ):
                 return None
-            return self._verdict(stats, tool_name, args, args_hash)
-        if not self.ring.scan_raw(
-            key, key_hash, tool_name, args_hash, self._alarm, self._unknown_alarm, append,
-            tool_call_id, &scan,
-        ):
-            return None
-        if type(tool_name) is not str:  # its own __format__ may write the message
-            stats = self.ring.stats(&scan)
-            if stats is None:  # a name moved meanwhile (another thread): scan again
-                return self.verdict_of(
-                    key, key_hash, tool_name, args, args_hash, append, tool_call_id
-                )
-            return self._verdict(stats, tool_name, args, args_hash)
-        cdef uint8_t known_poll = is_known_poll(tool_name, args) if (
-            tool_name == "process" or tool_name == "command_status" or tool_name == "wait"
-        ) else 0
-        digest = scan_digest(&scan, args_hash, known_poll)
-        if self.generation != self.ring.generation:
-            self.verdicts.clear()
-            self.generation = self.ring.generation
-        verdict = self.verdicts.get(digest)
-        if verdict is None:
-            stats = self.ring.stats(&scan)
-            if stats is None:  # a name moved meanwhile (another thread): scan again
-                return self.verdict_of(
-                    key, key_hash, tool_name, args, args_hash, append, tool_call_id
-                )
-            verdict = self._verdict(stats, tool_name, args, args_hash)
-            if len(self.verdicts) >= VERDICT_CACHE_SIZE:
-                self.verdicts.clear()
-            self.verdicts[digest] = verdict
-        return verdict
+            verdict = alarmed_verdict(self, &scan, tool_name, args, args_hash)
+            if verdict is not RESCAN:
+                return verdict
 
     @cython.final
-    cdef int append(self, object key, object tool_name, uint64_t args_hash,
-                    object tool_call_id) except -1:
+    cdef inline int append(self, object key, object tool_name, uint64_t args_hash,
+                           object tool_call_id) except -1:
         if self.ring is not None:
             return self.ring.append_c(key, tool_name, args_hash, tool_call_id, 0)
         self._store.append(key, tool_name, args_hash, tool_call_id)
@@ -319,11 +305,18 @@ cdef class _Calls:
     cdef int64_t warm(self, object key) except? -1:
         """Start fetching the scope's row; its key's hash, for the scan (0 without a ring)."""
         if self.ring is not None:
+            # The key whose row the ring found last (what ``warm`` itself
+            # answers first): its row is cached, and its hash kept.
+            if not GIL_DISABLED and key is self.ring.found_key:
+                return self.ring.found_hash
             return self.ring.warm(key)
         return 0
 
 
 include "_percall_views.pxi"
+
+
+include "_percall_verdicts.pxi"
 
 
 cdef class DetectorCalls(_Calls):
