@@ -170,14 +170,9 @@ static const unsigned char *lc_event_members(const unsigned char *p, const unsig
         repeated = field >= 0 && (*present & (1u << field));
         if ((field < 0 && !others) || repeated)
             *clean = 0;
-        p++;
-        while (p < end && lc_event_ws(*p))
-            p++;
-        if (p >= end || *p != ':')
+        p = lc_event_colon(p + 1, end);
+        if (p == NULL)
             return NULL;
-        p++;
-        while (p < end && lc_event_ws(*p))
-            p++;
         value = p;
         if (field >= 0 && field == inner && !repeated && p < end && *p == '{') {
             int tidy = 1;
@@ -265,14 +260,9 @@ static int lc_event_object(const unsigned char *text, size_t n, const char *cons
                               : lc_event_name(key, (size_t)(p - key), names, count);
         if ((field < 0 && !others) || (field >= 0 && (*present & (1u << field))))
             return LC_EVENT_GIVE_UP; /* unknown, or repeated */
-        p++;
-        while (p < end && lc_event_ws(*p))
-            p++;
-        if (p >= end || *p != ':')
+        p = lc_event_colon(p + 1, end);
+        if (p == NULL)
             return LC_EVENT_GIVE_UP;
-        p++;
-        while (p < end && lc_event_ws(*p))
-            p++;
         value = p;
         if (details != NULL && check && field == LC_EV_RESULT && p < end && *p == '{')
             p = lc_event_result(p, end, details);

@@ -23,6 +23,21 @@ static inline int lc_event_ws(unsigned char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* Just past the colon after a member's key (``p`` just past the key's closing
+   quote) and the white space after it; NULL when no colon follows. */
+static inline const unsigned char *lc_event_colon(const unsigned char *p,
+                                                  const unsigned char *end)
+{
+    while (p < end && lc_event_ws(*p))
+        p++;
+    if (p >= end || *p != ':')
+        return NULL;
+    p++;
+    while (p < end && lc_event_ws(*p))
+        p++;
+    return p;
+}
+
 /* Just past the string whose opening quote is at ``p``; NULL when it does not close. */
 static inline const unsigned char *lc_event_skip_string(const unsigned char *p,
                                                         const unsigned char *end)
@@ -172,13 +187,9 @@ static const unsigned char *lc_event_value(const unsigned char *p, const unsigne
             p = lc_event_string(p, end);
             if (p == NULL)
                 return NULL;
-            while (p < end && lc_event_ws(*p))
-                p++;
-            if (p >= end || *p != ':')
+            p = lc_event_colon(p, end);
+            if (p == NULL)
                 return NULL;
-            p++;
-            while (p < end && lc_event_ws(*p))
-                p++;
         }
         p = lc_event_value(p, end, depth + 1);
         if (p == NULL)
