@@ -37,6 +37,21 @@ cdef struct Encoder:
     int nonces
 
 
+# The fields of an empty encoder (what enc_init sets), compiled into each module
+# that cimports this one, so that a hash on a hot path starts without a call
+# through the module's pointer table.
+cdef inline void enc_reset(Encoder *enc) noexcept:
+    enc.data = enc.inline
+    enc.size = 0
+    enc.capacity = sizeof(enc.inline)
+    enc.depth = 0
+    enc.stream = 1
+    enc.sorting = 0
+    enc.nonces = 0
+    enc.stripes = 0
+    enc.hashed = 0
+
+
 cdef void enc_init(Encoder *enc) noexcept
 cdef void enc_free(Encoder *enc) noexcept
 # Raw bytes (a domain prefix, a tag) appended as they are.

@@ -84,15 +84,7 @@ if _ref.MAX_DEPTH != _MAX_DEPTH or MAX_DEPTH != _MAX_DEPTH:
 # ---- output buffer ----------------------------------------------------------
 
 cdef void enc_init(Encoder *enc) noexcept:
-    enc.data = enc.inline
-    enc.size = 0
-    enc.capacity = sizeof(enc.inline)
-    enc.depth = 0
-    enc.stream = 1
-    enc.sorting = 0
-    enc.nonces = 0
-    enc.stripes = 0
-    enc.hashed = 0
+    enc_reset(enc)
 
 
 cdef void enc_free(Encoder *enc) noexcept:

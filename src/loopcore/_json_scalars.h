@@ -34,6 +34,27 @@ static inline int lc_canon_hex4(const unsigned char *p, unsigned int *out)
     return LC_CANON_OK;
 }
 
+/* The code point of a \u escape whose four hex digits start at ``p`` (a
+   surrogate pair, \uD8xx\uDCxx, as the one code point it stands for): the
+   bytes read from ``p`` (4 or 10), or 0 for a bad escape or a lone surrogate,
+   which json and msgspec would not read alike. */
+static inline int lc_canon_u_escape(const unsigned char *p, const unsigned char *end,
+                                    unsigned int *code)
+{
+    unsigned int low;
+    if (end - p < 4 || lc_canon_hex4(p, code) != LC_CANON_OK)
+        return 0;
+    if (*code >= 0xDC00 && *code <= 0xDFFF)
+        return 0; /* a lone low surrogate */
+    if (*code < 0xD800 || *code > 0xDBFF)
+        return 4;
+    if (end - p < 10 || p[4] != '\\' || p[5] != 'u' || lc_canon_hex4(p + 6, &low) != LC_CANON_OK
+        || low < 0xDC00 || low > 0xDFFF)
+        return 0; /* a lone high surrogate */
+    *code = 0x10000 + ((*code - 0xD800) << 10) + (low - 0xDC00);
+    return 10;
+}
+
 /* The length of the valid UTF-8 sequence (2 to 4 bytes) at ``p``, or 0: no
  * overlong forms, no surrogates, nothing past U+10FFFF. */
 static inline int lc_canon_utf8(const unsigned char *p, const unsigned char *end)
@@ -201,19 +222,11 @@ static int lc_canon_string(lc_canon_reader *r)
         c = p[1];
         p += 2;
         if (c == 'u') {
-            unsigned int code, low;
-            if (end - p < 4 || lc_canon_hex4(p, &code) != LC_CANON_OK)
+            unsigned int code;
+            int n = lc_canon_u_escape(p, end, &code);
+            if (n == 0)
                 return LC_CANON_GIVE_UP;
-            p += 4;
-            if (code >= 0xDC00 && code <= 0xDFFF)
-                return LC_CANON_GIVE_UP; /* a lone low surrogate */
-            if (code >= 0xD800 && code <= 0xDBFF) {
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u'
-                    || lc_canon_hex4(p + 2, &low) != LC_CANON_OK || low < 0xDC00 || low > 0xDFFF)
-                    return LC_CANON_GIVE_UP; /* a lone high surrogate */
-                p += 6;
-                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-            }
+            p += n;
             out = lc_canon_put_code(out, code);
             continue;
         }

@@ -125,18 +125,11 @@ static const unsigned char *lc_event_string(const unsigned char *p, const unsign
         c = p[1];
         p += 2;
         if (c == 'u') {
-            unsigned int code, low;
-            if (end - p < 4 || lc_canon_hex4(p, &code) != LC_CANON_OK)
+            unsigned int code;
+            int n = lc_canon_u_escape(p, end, &code);
+            if (n == 0)
                 return NULL;
-            p += 4;
-            if (code >= 0xDC00 && code <= 0xDFFF)
-                return NULL;
-            if (code >= 0xD800 && code <= 0xDBFF) {
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u'
-                    || lc_canon_hex4(p + 2, &low) != LC_CANON_OK || low < 0xDC00 || low > 0xDFFF)
-                    return NULL;
-                p += 6;
-            }
+            p += n;
             continue;
         }
         if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r'

@@ -25,6 +25,7 @@ from ._fingerprint_c cimport (
     enc_init,
     enc_list_header,
     enc_raw,
+    enc_reset,
     enc_str,
     enc_value,
     str_wrapped,
@@ -290,20 +291,12 @@ cdef Py_ssize_t CALL_PREFIX_SIZE = len(CALL_PREFIX)
 
 
 cdef inline void enc_start(Encoder *enc, const char *prefix, Py_ssize_t size) noexcept:
-    """What ``enc_init`` sets, then a prefix (a list header's bytes among them: its
-    items follow one level deeper, as after ``enc_list_header``), copied in place.
-
-    The fields are set here, as ``enc_init`` sets them (_fingerprint_c.pyx), not
-    through the fingerprint module's C API: a call through its pointer table per
-    hash, for nine stores. ``depth`` and ``size`` are the prefix's.
+    """An empty encoder (``enc_reset``, inline: not a call through the fingerprint
+    module's pointer table per hash), then a prefix (a list header's bytes among
+    them: its items follow one level deeper, as after ``enc_list_header``), copied
+    in place. ``depth`` and ``size`` are the prefix's.
     """
-    enc.data = enc.inline
-    enc.capacity = sizeof(enc.inline)
-    enc.stream = 1
-    enc.sorting = 0
-    enc.nonces = 0
-    enc.stripes = 0
-    enc.hashed = 0
+    enc_reset(enc)
     memcpy(enc.data, prefix, <size_t>size)
     enc.size = size
     enc.depth = 1
