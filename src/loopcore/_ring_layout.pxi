@@ -9,7 +9,7 @@ cdef enum:
     # Bytes of a retired table given back per new scope (a whole number of pages).
     RELEASE_BYTES = 1 << 16
     # Rows per chunk of bookkeeping (and of keys): a power of two.
-    ROW_CHUNK_SHIFT = 12
+    ROW_CHUNK_SHIFT = 8
     ROW_CHUNK = 1 << ROW_CHUNK_SHIFT
     ROW_CHUNK_MASK = ROW_CHUNK - 1
     # Bytes of a cache line: a row's bookkeeping is one.
