@@ -21,6 +21,15 @@ reading path, with the msgspec path, both ``--jobs 1``, and ``--jobs`` 2 and
 the number of cores (the ``--jobs`` scaling). The run ends with one line
 giving each leg's calls/s and its ratio to the ``json.loads`` leg.
 
+At the issue's size (group ``replay at full size``): the targets name a
+1,000,000-call trace, and at 100,000 calls a replay's fixed costs (starting a
+worker, the report) weigh a tenth as much per call as they do at a million.
+So the run also generates a trace of ``LOOPCORE_BENCH_REPLAY_FULL_CALLS``
+calls (default 1,000,000; 0 leaves the group out, as does a comparison group
+already that large) and times only the yardstick (one round: it reads the
+whole trace) and ``loopcore replay`` with the default ``--jobs``. The targets
+summary reads this group when it ran, else the comparison group.
+
 Phases (group ``replay phases``): on the same trace, ``formats.load`` alone with
 ``--jobs`` 1 and the default, and ``batch.scan`` of the loaded table alone, so
 the closing line's replay figures can be split into reading and scanning. The
@@ -182,6 +191,62 @@ def _parsing_line() -> str:
         ratio = f" ({base / per_call:.2f}x json.loads)" if base and name != "json.loads" else ""
         parts.append(f"{name}: {1 / per_call:,.0f} calls/s{ratio}")
     return f"{PARSE_GROUP}: " + "; ".join(parts)
+
+
+# -- at the issue's size ---------------------------------------------------------------------
+
+FULL_CALLS = int(os.environ.get("LOOPCORE_BENCH_REPLAY_FULL_CALLS", "1000000"))
+FULL_GROUP = f"replay at full size: {FULL_CALLS:,} calls"
+#: Left out when the comparison group is already at least this large.
+FULL_RUNS = FULL_CALLS > PARSE_CALLS
+FULL_MEDIANS: dict[str, float] = {}
+full_size = pytest.mark.skipif(
+    not FULL_RUNS,
+    reason="LOOPCORE_BENCH_REPLAY_FULL_CALLS is 0 or within the comparison group's size",
+)
+
+
+@pytest.fixture(scope="module")
+def full_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("replay-full") / "trace.jsonl"
+    assert write_trace(str(path), FULL_CALLS, seed=1) == FULL_CALLS
+    return path
+
+
+@full_size
+@pytest.mark.benchmark(group=FULL_GROUP)
+def test_json_loads_full(benchmark: BenchmarkFixture, full_trace: Path) -> None:
+    """The yardstick at full size: one round, a few seconds of ``json.loads``."""
+    lines = benchmark.pedantic(_json_loads_lines, args=(full_trace,), rounds=1, iterations=1)
+    assert lines >= FULL_CALLS
+    FULL_MEDIANS["json.loads"] = benchmark.stats.stats.median / FULL_CALLS
+    benchmark.extra_info["calls_per_s"] = round(FULL_CALLS / benchmark.stats.stats.median)
+
+
+@full_size
+@pytest.mark.benchmark(group=FULL_GROUP)
+def test_replay_full(
+    benchmark: BenchmarkFixture,
+    full_trace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv(REFERENCE_ENV, raising=False)
+    jobs = default_jobs()
+    benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
+    benchmark.extra_info["jobs"] = jobs
+    args = (str(full_trace), "--enable", "--format", "json", "--jobs", str(jobs))
+    code = benchmark.pedantic(_replay, args=args, rounds=ROUNDS, iterations=1)
+    assert code == 1
+    median = benchmark.stats.stats.median
+    benchmark.extra_info["calls_per_s"] = round(FULL_CALLS / median)
+    line = f"{FULL_GROUP}: replay --jobs {jobs}: {FULL_CALLS / median:,.0f} calls/s"
+    if "json.loads" in FULL_MEDIANS:
+        ratio = FULL_MEDIANS["json.loads"] * FULL_CALLS / median
+        benchmark.extra_info["over_json_loads"] = round(ratio, 2)
+        line += f" ({ratio:.2f}x json.loads, {1 / FULL_MEDIANS['json.loads']:,.0f} calls/s)"
+    with capsys.disabled():
+        print(f"\n{line}")
 
 
 # -- phases ----------------------------------------------------------------------------------

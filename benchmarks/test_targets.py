@@ -110,6 +110,28 @@ def test_replay_is_judged_on_the_default_jobs_leg() -> None:
     assert lines["replay throughput"].endswith(f"500,000 calls/s (--jobs {JOBS}, {group}): NOT met")
 
 
+def test_replay_at_full_size_wins_over_the_comparison_group() -> None:
+    group, full = "replay vs json.loads: 1,000 calls", "replay at full size: 10,000 calls"
+    run = Run(
+        others={
+            "test_json_loads_lines": (3.0, group, {}),
+            f"test_replay_against_parsing[replay --jobs {JOBS}]": (
+                2.0,
+                group,
+                {"calls_per_s": 500_000},
+            ),
+            "test_json_loads_full": (30.0, full, {}),
+            "test_replay_full": (10.0, full, {"calls_per_s": 1_000_000}),
+        }
+    )
+    lines = _lines(run)
+    assert lines["replay over json.loads"].endswith(f"3.00x (--jobs {JOBS}, {full}): met")
+    assert lines["replay throughput"].endswith(f"1,000,000 calls/s (--jobs {JOBS}, {full}): met")
+    # Without its yardstick the full-size leg is not judged: the comparison group is.
+    del run.others["test_json_loads_full"]
+    assert _lines(run)["replay throughput"].endswith(f"(--jobs {JOBS}, {group}): NOT met")
+
+
 def test_cycle_legs_in_turn_win_over_legs_one_after_another() -> None:
     run = Run(legs={"gateway cycle": {"compiled": 500e-9, "baseline": 20e-6}})
     info = {"compiled_ns": 800.0, "baseline_ns": 24_000.0, "ratio": 30.0}
