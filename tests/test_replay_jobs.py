@@ -78,7 +78,7 @@ def write(path: Path, lines: list[Any], compress: bool = False) -> Path:
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(_parallel, "MIN_PIECE_BYTES", 2048)
-    # The scan's counts in blocks of a few hundred calls, counted by the workers too.
+    # The scan's counts in blocks of a few hundred calls, counted by threads too.
     monkeypatch.setattr(_scan, "PARALLEL_SCAN_ROWS", 0)
     monkeypatch.setattr(_kernels, "_BLOCK", 300)
 
@@ -240,8 +240,11 @@ def test_parts_taken_build_the_table_of_parts_extended() -> None:
     assert extended.part().pending == taken.part().pending
 
 
-def test_the_scan_counted_by_workers_is_the_scan(tmp_path: Path, small_pieces: None) -> None:
+def test_the_scan_counted_by_threads_is_the_scan(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import io
+    import threading
 
     import numpy as np
 
@@ -253,7 +256,17 @@ def test_the_scan_counted_by_workers_is_the_scan(tmp_path: Path, small_pieces: N
     table = load([str(trace)], err=io.StringIO()).table
     config = LoopDetectionConfig(enabled=True)
     assert len(_kernels.block_cuts(_kernels.scope_index(table)[2])) > 4  # really in blocks
-    one, many = _scan.stats(table, 30, 10), _scan.stats(table, 30, 10, jobs=3)
+    one = _scan.stats(table, 30, 10)
+    counted_in: set[int] = set()
+    counts = _scan.counts
+
+    def counts_here(*args: Any) -> Any:
+        counted_in.add(threading.get_ident())
+        return counts(*args)
+
+    monkeypatch.setattr(_scan, "counts", counts_here)
+    many = _scan.stats(table, 30, 10, jobs=3)
+    assert counted_in and threading.get_ident() not in counted_in  # by the pool's threads
     for column in one._fields:
         assert np.array_equal(getattr(many, column), getattr(one, column)), column
     assert scan(table, config, jobs=2).to_records() == scan(table, config).to_records()
@@ -265,7 +278,7 @@ def test_the_scan_counted_by_workers_is_the_scan(tmp_path: Path, small_pieces: N
 def test_the_process_pool_where_fork_is_not_used(
     tmp_path: Path, replay: Replay, small_pieces: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # macOS and Windows: a pool of N workers reads the pieces, and the scan counts alone.
+    # macOS and Windows: a pool of N workers reads the pieces (the scan's threads as on Linux).
     from loopcore.batch import _workers
 
     trace = write(tmp_path / "big.jsonl", events(13, 2000))

@@ -1,7 +1,7 @@
 """Who does the pieces of a ``--jobs N`` replay? N - 1 forked workers and the parent itself.
 
-The pieces are those of the input (``formats._parallel``) and the blocks of the
-scan's counts (``_scan.stats``).
+The pieces are those of the input (``formats._parallel``). The scan's blocks
+are counted by threads instead (``_scan.stats``): numpy lets go of the GIL.
 
 A process pool would fork N workers and leave the parent waiting on them; here
 the parent forks N - 1 workers (``os.fork``: loopcore is already imported in
@@ -15,8 +15,7 @@ for each. The parent then has every piece, and hands them on in input order: wha
 is read, and so every output, does not depend on which process read what.
 
 Only where ``fork`` is the platform's safe choice (Linux); elsewhere the
-input is read by a process pool (``formats._parallel``) and the scan counts in
-the parent.
+input is read by a process pool (``formats._parallel``).
 """
 
 from __future__ import annotations
