@@ -49,6 +49,19 @@ def test_replay_and_spread_ratios_are_derived(tmp_path: Path) -> None:
     assert unlegged == ["x.py::test_scan"]
 
 
+def test_the_full_size_replay_is_compared_to_its_own_yardstick(tmp_path: Path) -> None:
+    full = "replay at full size: 1,000,000 calls"
+    results = _results(2.0, 1.6)
+    results["benchmarks"] += [
+        _bench("test_json_loads_full", full, 40.0),
+        _bench("test_replay_full", full, 8.0),
+    ]
+    ratios, unlegged = compare_benchmarks.load_run(_write(tmp_path, "a.json", results))
+    assert ratios[full] == {"json.loads/test_replay_full": 5.0}
+    assert ratios[REPLAY] == {"json.loads/replay --jobs 2": 2.0}  # each with its own
+    assert unlegged == ["x.py::test_scan"]
+
+
 def test_a_slower_replay_or_a_wider_spread_is_a_regression(tmp_path: Path) -> None:
     baseline = tmp_path / "ratios.json"
     stored = _write(tmp_path, "a.json", _results(2.0, 1.5))

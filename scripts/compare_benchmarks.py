@@ -7,9 +7,10 @@ times faster the compiled core, and the pure-Python core, are than the
 plain-Python baseline timed in the same run. Runners differ in speed from run to
 run; a ratio of two legs timed side by side much less so. Two more of the same
 kind are compared too: each ``loopcore replay`` leg against ``json.loads`` over
-the same lines (``replay vs json.loads``), and the spread of the compiled
-per-call cycle across the live-scope counts (``live scopes spread``, fastest
-over slowest, so that a fall is a regression like the others). The same ratios
+the same lines (``replay vs json.loads``, and ``replay at full size``), and the
+spread of the compiled per-call cycle across the live-scope counts (``live
+scopes spread``, fastest over slowest, so that a fall is a regression like the
+others). The same ratios
 timed with their legs in turn (``test_bench_paired.py`` and
 ``test_live_scopes_in_turn``, figures in ``extra_info``) are compared under
 their own groups (``..., legs in turn``, ``live scopes, counts in turn``).
@@ -46,9 +47,12 @@ RATIOS = {
 Ratios = dict[str, dict[str, float]]
 
 
-#: The replay group's yardstick: ``json.loads`` over the trace's lines.
-PARSING = "test_json_loads_lines"
-REPLAY_GROUP_PREFIX = "replay vs json.loads"
+#: The replay groups, each with its yardstick: ``json.loads`` over the trace's lines
+#: (the comparison group at 100,000 calls, and the targets' group at full size).
+REPLAY_YARDSTICKS = {
+    "replay vs json.loads": "test_json_loads_lines",
+    "replay at full size": "test_json_loads_full",
+}
 SCOPES_GROUP_PREFIX = "live scopes: "
 
 
@@ -63,7 +67,7 @@ def leg_medians(results: dict[str, Any]) -> tuple[dict[str, dict[str, float]], l
     for bench in results.get("benchmarks", []):
         group = bench.get("group") or bench["name"]
         leg = (bench.get("params") or {}).get("leg")
-        if leg is None and group.startswith(REPLAY_GROUP_PREFIX):
+        if leg is None and _yardstick(group) is not None:
             leg = str(bench["name"])
         if leg is None and _in_turn(bench):
             continue  # compared by in_turn_ratios
@@ -72,6 +76,14 @@ def leg_medians(results: dict[str, Any]) -> tuple[dict[str, dict[str, float]], l
             continue
         medians.setdefault(group, {})[leg] = float(bench["stats"]["median"])
     return medians, unlegged
+
+
+def _yardstick(group: str) -> str | None:
+    """The ``json.loads`` benchmark of a replay group, or None for any other group."""
+    for prefix, name in REPLAY_YARDSTICKS.items():
+        if group.startswith(prefix):
+            return name
+    return None
 
 
 def derived_ratios(medians: dict[str, dict[str, float]]) -> Ratios:
@@ -84,11 +96,12 @@ def derived_ratios(medians: dict[str, dict[str, float]]) -> Ratios:
     """
     out: Ratios = {}
     for group, legs in medians.items():
-        if group.startswith(REPLAY_GROUP_PREFIX) and PARSING in legs:
+        parsing = _yardstick(group)
+        if parsing is not None and parsing in legs:
             for name, median in legs.items():
-                if name != PARSING and median > 0.0:
+                if name != parsing and median > 0.0:
                     label = name.partition("[")[2].rstrip("]") or name
-                    out.setdefault(group, {})[f"json.loads/{label}"] = legs[PARSING] / median
+                    out.setdefault(group, {})[f"json.loads/{label}"] = legs[parsing] / median
     compiled = [
         legs["compiled"]
         for group, legs in medians.items()
