@@ -1,9 +1,10 @@
 """``loopcore replay --jobs N``: the input read by worker processes, the output of ``--jobs 1``.
 
 The inputs here are small, so the thresholds that keep a small input in
-process (``PARALLEL_MIN_BYTES``) and set the size of a file's pieces
-(``MIN_PIECE_BYTES``) are lowered: every file is read by workers, and a large
-one in many pieces, with runs, compactions and malformed lines across the cuts.
+process (``PARALLEL_MIN_BYTES``, and an input small beside the process's
+resident memory) and set the size of a file's pieces (``MIN_PIECE_BYTES``) are
+lowered: every file is read by workers, and a large one in many pieces, with
+runs, compactions and malformed lines across the cuts.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def write(path: Path, lines: list[Any], compress: bool = False) -> Path:
 @pytest.fixture
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(_parallel, "resident_bytes", lambda: 0)
     monkeypatch.setattr(_parallel, "MIN_PIECE_BYTES", 2048)
     # The scan's counts in blocks of a few hundred calls, counted by threads too.
     monkeypatch.setattr(_scan, "PARALLEL_SCAN_ROWS", 0)
@@ -163,6 +165,48 @@ def test_small_inputs_stay_in_process(tmp_path: Path) -> None:
     write(trace, events(10, 50))
     tasks = _parallel.plan([str(trace)], [trace.stat().st_size], 4, None, 1 << 20, False)
     assert len(tasks) == 1  # below MIN_PIECE_BYTES: one piece, so load reads it in process
+
+
+def test_workers_only_for_an_input_large_beside_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loopcore.batch import _workers
+
+    resident = _parallel.resident_bytes()
+    if _workers.AVAILABLE:  # Linux: read from /proc, at least what the interpreter holds
+        assert resident is not None
+        assert resident > 1 << 20
+    floor = _parallel.PARALLEL_MIN_BYTES
+    assert not _parallel.worth_workers(floor - 1)
+    monkeypatch.setattr(_parallel, "resident_bytes", lambda: 5 * floor)
+    assert _parallel.worth_workers(floor) is True  # a fifth of the resident memory
+    monkeypatch.setattr(_parallel, "resident_bytes", lambda: 5 * floor + 5)
+    assert _parallel.worth_workers(floor) is (not _workers.AVAILABLE)
+    assert _parallel.worth_workers(floor + 1) is True
+    monkeypatch.setattr(_parallel, "resident_bytes", lambda: None)  # unknown: by size only
+    assert _parallel.worth_workers(floor) is True
+
+
+def test_a_large_process_reads_in_process(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from loopcore.batch import _workers
+    from loopcore.formats import load
+
+    trace = write(tmp_path / "t.jsonl", events(14, 1500))
+    want = load([str(trace)], err=io.StringIO(), progress=False).table
+    monkeypatch.setattr(_parallel, "resident_bytes", lambda: 1 << 40)
+
+    def no_workers(*args: object, **kwargs: object) -> Any:
+        raise AssertionError("read by workers")
+
+    monkeypatch.setattr(_workers, "read_all", no_workers)
+    monkeypatch.setattr(_parallel, "_context", no_workers)
+    got = load([str(trace)], err=io.StringIO(), progress=False, jobs=2).table
+    assert got.hashes.tobytes() == want.hashes.tobytes()
+    assert got.scopes == want.scopes
 
 
 def test_a_too_long_first_line_does_not_decide_the_format(

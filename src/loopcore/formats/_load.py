@@ -289,7 +289,8 @@ def load(
     reads every file in that format instead of detecting each one's.
     ``jobs`` above 1 reads the files, and pieces of a large loopcore file, in that
     many worker processes (``_parallel``), when the input is large enough to gain
-    from it: the result is the same.
+    from it (and, where workers are forked, large beside this process's resident
+    memory, which a fork copies the page tables of): the result is the same.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs: expected a positive integer, got {jobs!r}")
@@ -305,7 +306,7 @@ def load(
     sizes = [file_size(path) for path in files]
     bar = _Progress(sum(sizes), progress, err)
     offset = 0
-    if jobs > 1 and sum(sizes) >= _parallel.PARALLEL_MIN_BYTES:
+    if jobs > 1 and _parallel.worth_workers(sum(sizes)):
         tasks = _parallel.plan(files, sizes, jobs, input_format, max_line_bytes, strict)
         if len(tasks) > 1:
             return _load_parallel(tasks, jobs, builder, summaries, bar, err)
