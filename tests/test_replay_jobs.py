@@ -181,7 +181,7 @@ def test_workers_only_for_an_input_large_beside_this_process(
     monkeypatch.setattr(_parallel, "resident_bytes", lambda: 5 * floor)
     assert _parallel.worth_workers(floor) is True  # a fifth of the resident memory
     monkeypatch.setattr(_parallel, "resident_bytes", lambda: 5 * floor + 5)
-    assert _parallel.worth_workers(floor) is (not _workers.AVAILABLE)
+    assert _parallel.worth_workers(floor) is False
     assert _parallel.worth_workers(floor + 1) is True
     monkeypatch.setattr(_parallel, "resident_bytes", lambda: None)  # unknown: by size only
     assert _parallel.worth_workers(floor) is True

@@ -202,14 +202,12 @@ def read_piece(task: Task) -> Piece:
 def worth_workers(input_bytes: int) -> bool:
     """Is an input of this many bytes in all worth reading with workers?
 
-    Large enough to gain from them (``PARALLEL_MIN_BYTES``) and, where the
-    workers are forked (Linux), at least a ``RESIDENT_SHARE``-th of this
-    process's resident memory.
+    Large enough to gain from them (``PARALLEL_MIN_BYTES``) and, where this
+    process's resident memory is known (Linux, where the workers are forked), at
+    least a ``RESIDENT_SHARE``-th of it.
     """
     if input_bytes < PARALLEL_MIN_BYTES:
         return False
-    if not _workers.AVAILABLE:
-        return True  # a pool's workers start fresh: this process's size is not copied
     resident = resident_bytes()
     return resident is None or input_bytes * RESIDENT_SHARE >= resident
 
