@@ -130,6 +130,16 @@ def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _time_jobs(benchmark: BenchmarkFixture, trace: Path, jobs: int) -> float:
+    """Time ``loopcore replay --enable --format json --jobs N`` of ``trace``; its median."""
+    benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
+    benchmark.extra_info["jobs"] = jobs
+    args = (str(trace), "--enable", "--format", "json", "--jobs", str(jobs))
+    code = benchmark.pedantic(_replay, args=args, rounds=ROUNDS, iterations=1)
+    assert code == 1  # the generated trace has stuck runs
+    return float(benchmark.stats.stats.median)
+
+
 def _json_loads_lines(path: Path) -> int:
     loads = json.loads
     count = 0
@@ -169,11 +179,7 @@ def test_replay_against_parsing(
         monkeypatch.setenv(REFERENCE_ENV, "1")
     else:
         monkeypatch.delenv(REFERENCE_ENV, raising=False)
-    benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
-    benchmark.extra_info["jobs"] = jobs
-    args = (str(big_trace), "--enable", "--format", "json", "--jobs", str(jobs))
-    code = benchmark.pedantic(_replay, args=args, rounds=ROUNDS, iterations=1)
-    assert code == 1
+    _time_jobs(benchmark, big_trace, jobs)
     _per_call(benchmark, name)
     if "json.loads" in PARSE_MEDIANS:
         ratio = PARSE_MEDIANS["json.loads"] / PARSE_MEDIANS[name]
@@ -233,12 +239,7 @@ def test_replay_full(
 ) -> None:
     monkeypatch.delenv(REFERENCE_ENV, raising=False)
     jobs = default_jobs()
-    benchmark.extra_info["core"] = loopcore.IMPLEMENTATION
-    benchmark.extra_info["jobs"] = jobs
-    args = (str(full_trace), "--enable", "--format", "json", "--jobs", str(jobs))
-    code = benchmark.pedantic(_replay, args=args, rounds=ROUNDS, iterations=1)
-    assert code == 1
-    median = benchmark.stats.stats.median
+    median = _time_jobs(benchmark, full_trace, jobs)
     benchmark.extra_info["calls_per_s"] = round(FULL_CALLS / median)
     line = f"{FULL_GROUP}: replay --jobs {jobs}: {FULL_CALLS / median:,.0f} calls/s"
     if "json.loads" in FULL_MEDIANS:
